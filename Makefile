@@ -1,0 +1,62 @@
+# kube-ipvs. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
+
+GO      ?= go
+HOSTSTATE := $(CURDIR)/.cache/host-state
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: help build test unit guest-test guest-run lint clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/kube-ipvs (static)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/kube-ipvs ./cmd/kube-ipvs
+
+test: ## host unit tests, then the guest (real-kernel) suite; fails if the host's network changed
+	@hack/deps.sh
+	@mkdir -p .cache && hack/host-state.sh >$(HOSTSTATE).before
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory guest-test
+	@hack/host-state.sh >$(HOSTSTATE).after; \
+	if ! diff -u $(HOSTSTATE).before $(HOSTSTATE).after; then \
+	  echo "make test: the host's own network state changed during the tests (diff above)" >&2; exit 1; \
+	fi; rm -f $(HOSTSTATE).before $(HOSTSTATE).after; \
+	echo "make test: host network namespace, routes, firewall and ipsets unchanged"
+
+unit: ## host unit tests (pure logic; nothing touches the host's kernel state)
+	$(GO) test -count=1 ./...
+
+guest-test: ## build the guest-tagged tests and run them inside the QEMU guest
+	hack/guest/test.sh
+
+guest-run: ## run SCRIPT=path/to/script.sh inside the guest, with kube-ipvs on PATH
+	@test -n "$(SCRIPT)" || { echo "usage: make guest-run SCRIPT=path/to/script.sh" >&2; exit 2; }
+	hack/guest/run.sh "$(SCRIPT)"
+
+# make guest-run exits with the script's own status (make alone can only exit 0 or 2): with
+# the kipvs-exit plugin loaded, the scenario runs while make parses, its output going straight
+# to make's stdout and stderr, and make leaves with its status. Without a C compiler the
+# recipe above runs instead, and a failing script makes make exit 2.
+EXIT_PLUGIN := .cache/kipvs_exit.so
+ifeq ($(MAKECMDGOALS),guest-run)
+ifneq ($(SCRIPT),)
+-load $(EXIT_PLUGIN)
+$(EXIT_PLUGIN): hack/guest/kipvs_exit.c
+	@mkdir -p $(@D) && cc -shared -fPIC -O2 -o $@ $< 2>/dev/null || true
+ifneq ($(filter %kipvs_exit.so,$(.LOADED)),)
+$(kipvs-exit $(shell hack/guest/run.sh '$(SCRIPT)' >>/proc/$$PPID/fd/1 2>>/proc/$$PPID/fd/2; echo $$?))
+endif
+endif
+endif
+
+lint: ## gofmt and go vet (host and guest build tags)
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags guest ./...
+
+clean: ## remove build output (keeps the guest download cache; rm -rf .cache to drop it)
+	rm -rf bin

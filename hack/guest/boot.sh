@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Boots the guest with a payload and exits with the payload's exit status.
+#
+#   boot.sh STAGE   STAGE is a folder laid over the guest's root; it must hold payload/entry,
+#                   a bash script the guest's /init runs from /payload.
+#
+# The console streams to stdout. Failures of the bench itself are loud and distinct:
+#   124  the guest ran past GUEST_TIMEOUT seconds (hang)
+#   125  the guest stopped without reporting a status (kernel panic, init died)
+#   126  a core kernel module failed to load; 127 a tool is missing from the image
+#
+# Environment: GUEST_TIMEOUT (default 900), GUEST_MEM in MiB (2048), GUEST_CPUS (2),
+# GUEST_APPEND (extra kernel arguments), GUEST_NET (extra QEMU arguments for a restricted
+# network; by default the guest has no network device at all).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+stage=${1:?usage: boot.sh STAGE}
+[[ -f $stage/payload/entry ]] || die "$stage/payload/entry does not exist"
+timeout_s=${GUEST_TIMEOUT:-900}
+
+image=$("$GUEST_DIR/image.sh")
+work=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-guest.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# The kernel unpacks concatenated cpio archives in order: the payload lands over the base.
+(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc --owner=0:0) >"$work/payload.cpio"
+cat "$image/base.cpio" "$work/payload.cpio" >"$work/initrd"
+
+net_args=(-nic none)
+if [[ -n ${GUEST_NET:-} ]]; then
+  read -r -a net_args <<<"$GUEST_NET"
+fi
+
+: >"$work/status"
+set +e
+# stdin is closed so QEMU never puts the caller's terminal in raw mode; the console is a
+# stream (sed drops the serial line's carriage returns) and is also kept for diagnosis.
+timeout -k 10 "$timeout_s" qemu-system-x86_64 \
+  -accel tcg -cpu max -m "${GUEST_MEM:-2048}" -smp "${GUEST_CPUS:-2}" \
+  -display none -monitor none -no-reboot -nodefaults \
+  "${net_args[@]}" \
+  -chardev stdio,id=console,signal=off -serial chardev:console \
+  -chardev file,id=status,path="$work/status" -serial chardev:status \
+  -kernel "$image/vmlinuz" -initrd "$work/initrd" \
+  -append "console=ttyS0 quiet panic=-1 kipvs.guest=1 ${GUEST_APPEND:-}" \
+  </dev/null 2>"$work/qemu.err" | sed -u -e 's/\r$//' -e '/^\[ *[0-9.]*\] reboot: Power down$/d' | tee "$work/console.log"
+rcs=("${PIPESTATUS[@]}")
+set -e
+qemu_rc=${rcs[0]}
+
+status=$(tr -d '\r' <"$work/status" | awk '$1 == "KIPVS-EXIT" {print $2}' | tail -n1)
+if [[ -n $status ]]; then
+  exit "$status"
+fi
+if [[ $qemu_rc == 124 || $qemu_rc == 137 ]]; then
+  die "the guest hung: no exit status after ${timeout_s}s (GUEST_TIMEOUT); it was killed" 124
+fi
+if grep -q 'Kernel panic' "$work/console.log"; then
+  die "the guest kernel panicked (see the console output above)" 125
+fi
+[[ -s $work/qemu.err ]] && cat "$work/qemu.err" >&2
+die "the guest stopped without reporting an exit status (QEMU exit code $qemu_rc)" 125

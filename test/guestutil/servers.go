@@ -1,0 +1,132 @@
+package guestutil
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// NameServer answers every TCP connection or UDP datagram with its name and a newline, and
+// counts what it answered, so a test can tell which backend a request reached.
+type NameServer struct {
+	Name   string
+	served atomic.Int64
+}
+
+// Served returns how many requests this server answered.
+func (s *NameServer) Served() int64 { return s.served.Load() }
+
+// ServeTCP starts a NameServer on TCP port (all addresses of the pod). It stops when the
+// test ends.
+func (p *Pod) ServeTCP(t testing.TB, port int, name string) *NameServer {
+	t.Helper()
+	s := &NameServer{Name: name}
+	var ln net.Listener
+	err := p.Do(func() (err error) {
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("pod %s: listen tcp/%d: %v", p.Name, port, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.served.Add(1)
+			_, _ = c.Write([]byte(name + "\n"))
+			c.Close()
+		}
+	}()
+	return s
+}
+
+// ServeUDP starts a NameServer on UDP port (all addresses of the pod).
+func (p *Pod) ServeUDP(t testing.TB, port int, name string) *NameServer {
+	t.Helper()
+	s := &NameServer{Name: name}
+	var pc net.PacketConn
+	err := p.Do(func() (err error) {
+		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", port))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("pod %s: listen udp/%d: %v", p.Name, port, err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			s.served.Add(1)
+			_, _ = pc.WriteTo([]byte(name+"\n"), from)
+		}
+	}()
+	return s
+}
+
+// AskTCP connects from the pod to addr, returns the first line the server sent.
+func (p *Pod) AskTCP(addr netip.AddrPort) (string, error) {
+	return askIn(p.NS, "tcp", addr)
+}
+
+// AskUDP sends one datagram from the pod to addr and returns the first line of the answer.
+func (p *Pod) AskUDP(addr netip.AddrPort) (string, error) {
+	return askIn(p.NS, "udp", addr)
+}
+
+// AskTCP connects from the current (node) namespace.
+func AskTCP(addr netip.AddrPort) (string, error) {
+	return ask("tcp", addr)
+}
+
+// askTimeout bounds one request; under emulation a round trip takes milliseconds.
+const askTimeout = 5 * time.Second
+
+func askIn(ns netns.NsHandle, network string, addr netip.AddrPort) (reply string, err error) {
+	var c net.Conn
+	err = InNamespace(ns, func() (err error) {
+		c, err = net.DialTimeout(network, addr.String(), askTimeout)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return exchange(c)
+}
+
+func ask(network string, addr netip.AddrPort) (string, error) {
+	c, err := net.DialTimeout(network, addr.String(), askTimeout)
+	if err != nil {
+		return "", err
+	}
+	return exchange(c)
+}
+
+func exchange(c net.Conn) (string, error) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(askTimeout))
+	if _, ok := c.(*net.UDPConn); ok {
+		if _, err := c.Write([]byte("who\n")); err != nil {
+			return "", err
+		}
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("reading the answer from %s: %w", c.RemoteAddr(), err)
+	}
+	return strings.TrimSpace(line), nil
+}
