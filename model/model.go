@@ -1,0 +1,166 @@
+// Package model holds the plain values that flow between the pure desired-state function
+// (package proxy) and the kernel reconcilers (packages ipvs and dummyif). It has no I/O and
+// imports neither netlink nor client-go, so everything built on it can be table-tested.
+package model
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+)
+
+// Protocol is an L4 protocol IPVS balances.
+type Protocol uint8
+
+// Values are the IANA protocol numbers, which is what IPVS and netlink use.
+const (
+	TCP  Protocol = 6
+	UDP  Protocol = 17
+	SCTP Protocol = 132
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "TCP"
+	case UDP:
+		return "UDP"
+	case SCTP:
+		return "SCTP"
+	}
+	return fmt.Sprintf("proto-%d", uint8(p))
+}
+
+// ServiceName identifies a Kubernetes Service.
+type ServiceName struct {
+	Namespace, Name string
+}
+
+func (s ServiceName) String() string { return s.Namespace + "/" + s.Name }
+
+// VSKey identifies an IPVS virtual server, as the kernel does: address, protocol, port.
+type VSKey struct {
+	Addr  netip.Addr
+	Proto Protocol
+	Port  uint16
+}
+
+func (k VSKey) String() string {
+	return fmt.Sprintf("%s %s", k.Proto, netip.AddrPortFrom(k.Addr, k.Port))
+}
+
+// Service flags, as in linux/ip_vs.h. SCHED1 and SCHED2 mean fallback and port for both sh
+// and mh.
+const (
+	FlagPersistent  uint32 = 0x0001
+	FlagHashed      uint32 = 0x0002 // set by the kernel on every service; never ours to set
+	FlagOnePacket   uint32 = 0x0004
+	FlagSchedFallbk uint32 = 0x0008 // sh-fallback, mh-fallback
+	FlagSchedPort   uint32 = 0x0010 // sh-port, mh-port
+	FlagSched3      uint32 = 0x0020
+)
+
+// FlagsWeManage are the service flag bits the proxy decides; other bits the kernel reports
+// (such as FlagHashed) are ignored when comparing.
+const FlagsWeManage = FlagPersistent | FlagOnePacket | FlagSchedFallbk | FlagSchedPort | FlagSched3
+
+// VSSpec is everything about a virtual server that can change in place (UpdateService):
+// changing it never deletes and re-creates the virtual server.
+type VSSpec struct {
+	Scheduler string
+	Flags     uint32 // a subset of FlagsWeManage
+	Timeout   uint32 // persistence timeout in seconds; meaningful with FlagPersistent
+}
+
+// RSKey identifies a real server of one virtual server.
+type RSKey struct {
+	Addr netip.Addr
+	Port uint16
+}
+
+func (k RSKey) String() string { return netip.AddrPortFrom(k.Addr, k.Port).String() }
+
+// VirtualServer is one desired IPVS virtual server with its real servers and weights.
+// Forwarding is always masquerade (NAT).
+type VirtualServer struct {
+	Key   VSKey
+	Spec  VSSpec
+	Reals map[RSKey]uint32 // real server -> weight
+}
+
+// ServiceState is the desired kernel state of one Service: its virtual servers and the
+// addresses to bind to kube-ipvs0. Node IPs (NodePort virtual servers) are not bound.
+type ServiceState struct {
+	Name    ServiceName
+	VSes    map[VSKey]*VirtualServer
+	Bind    map[netip.Addr]bool
+	Reasons []Problem // what was wrong with the Service's input, already worked around
+}
+
+// Problem is something wrong with a Service that the proxy worked around: a user should see
+// it as a Warning Event on the Service.
+type Problem struct {
+	Reason  string // CamelCase, e.g. InvalidScheduler
+	Message string
+}
+
+func (p Problem) String() string { return p.Reason + ": " + p.Message }
+
+// Equal reports whether two virtual servers have the same spec and the same real servers
+// with the same weights.
+func (v *VirtualServer) Equal(o *VirtualServer) bool {
+	if v.Key != o.Key || v.Spec != o.Spec || len(v.Reals) != len(o.Reals) {
+		return false
+	}
+	for k, w := range v.Reals {
+		if ow, ok := o.Reals[k]; !ok || ow != w {
+			return false
+		}
+	}
+	return true
+}
+
+// String renders a virtual server like one ipvsadm -Ln block, with real servers sorted: for
+// golden files and test failure messages.
+func (v *VirtualServer) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", v.Key, v.Spec.Scheduler)
+	if v.Spec.Flags&FlagSchedFallbk != 0 {
+		b.WriteString(" fallback")
+	}
+	if v.Spec.Flags&FlagSchedPort != 0 {
+		b.WriteString(" port")
+	}
+	if v.Spec.Flags&FlagPersistent != 0 {
+		fmt.Fprintf(&b, " persistent %d", v.Spec.Timeout)
+	}
+	keys := make([]RSKey, 0, len(v.Reals))
+	for k := range v.Reals {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return RSKeyLess(keys[i], keys[j]) })
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  -> %s weight %d", k, v.Reals[k])
+	}
+	return b.String()
+}
+
+// RSKeyLess orders real servers by address, then port.
+func RSKeyLess(a, b RSKey) bool {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c < 0
+	}
+	return a.Port < b.Port
+}
+
+// VSKeyLess orders virtual servers by address, protocol, port.
+func VSKeyLess(a, b VSKey) bool {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c < 0
+	}
+	if a.Proto != b.Proto {
+		return a.Proto < b.Proto
+	}
+	return a.Port < b.Port
+}

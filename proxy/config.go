@@ -1,0 +1,29 @@
+// Package proxy computes the desired kernel state of one Service: a pure function of the
+// Service, its EndpointSlices, the node and the proxy's configuration. No I/O, no clock, no
+// logging: problems with the input come back as model.Problem values.
+package proxy
+
+import "net/netip"
+
+// Annotations read from Services.
+const (
+	AnnotationScheduler      = "kube-ipvs.io/scheduler"
+	AnnotationSchedulerFlags = "kube-ipvs.io/scheduler-flags"
+)
+
+// Config is what BuildService needs besides the Service and its EndpointSlices.
+type Config struct {
+	// DefaultScheduler is used when a Service names none, or names one that is invalid or
+	// that the kernel lacks (`--scheduler`, rr by default).
+	DefaultScheduler string
+	// UnavailableSchedulers are schedulers the kernel refused (no module): Services asking
+	// for them get DefaultScheduler and a Problem.
+	UnavailableSchedulers map[string]bool
+	// NodeName is this node's name: endpoints with this nodeName are local.
+	NodeName string
+	// NodeZone is the node's topology.kubernetes.io/zone label ("" if none).
+	NodeZone string
+	// NodeIPs are the addresses that get a virtual server per NodePort (already filtered by
+	// --nodeport-addresses; see NodePortAddresses).
+	NodeIPs []netip.Addr
+}
