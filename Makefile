@@ -6,10 +6,13 @@ GO      ?= go
 HOSTSTATE := $(CURDIR)/.cache/host-state
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: help build test unit guest-test guest-run lint clean
+.PHONY: help demo build test unit guest-test guest-run lint clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+demo: ## boot the guest and show kube-ipvs balancing real traffic (examples/)
+	hack/guest/run.sh examples/demo.sh
 
 build: ## build bin/kube-ipvs (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/kube-ipvs ./cmd/kube-ipvs

@@ -21,7 +21,7 @@ mkdir -p "$stage/payload/scenario"
 tar -C "$dir" --exclude=./.git --exclude=./.cache -cf - . | tar -C "$stage/payload/scenario" -xf -
 size_mb=$(du -sm "$stage/payload/scenario" | cut -f1)
 ((size_mb <= 512)) || die "the folder of $script holds ${size_mb} MiB; keep scenarios in a small folder of their own" 2
-build_kube_ipvs "$stage/usr/local/bin/kube-ipvs"
+build_tools "$stage/usr/local/bin"
 
 cat >"$stage/payload/entry" <<ENTRY
 cd /payload/scenario || exit 120

@@ -21,7 +21,7 @@ fi
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-stage.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
-build_kube_ipvs "$stage/usr/local/bin/kube-ipvs"
+build_tools "$stage/usr/local/bin"
 
 list=$stage/payload/tests.list
 mkdir -p "$stage/payload/tests"

@@ -1,0 +1,174 @@
+// Command kipvs-echo is the test backend and client of the guest bench and the demo: a server
+// that answers every TCP connection and UDP datagram with its name, and a client that sends
+// requests to an address and counts which names answered. It is not part of the proxy.
+//
+//	kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT]
+//	kipvs-echo ask [--udp] [--count N] [--summary] HOST:PORT
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: kipvs-echo serve|ask [flags]")
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "ask":
+		return ask(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "kipvs-echo: unknown command %q\n", args[0])
+	return 2
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	name := fs.String("name", "", "the name to answer with")
+	tcp := fs.Int("tcp", 0, "TCP port to listen on (all addresses)")
+	udp := fs.Int("udp", 0, "UDP port to listen on (all addresses)")
+	if err := fs.Parse(args); err != nil || *name == "" || (*tcp == 0 && *udp == 0) {
+		fmt.Fprintln(stderr, "usage: kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT]")
+		return 2
+	}
+	errc := make(chan error, 2)
+	if *tcp != 0 {
+		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", *tcp))
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					errc <- err
+					return
+				}
+				go answerTCP(c, *name)
+			}
+		}()
+	}
+	if *udp != 0 {
+		pc, err := net.ListenPacket("udp", fmt.Sprintf(":%d", *udp))
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		go func() {
+			buf := make([]byte, 1500)
+			for {
+				_, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					errc <- err
+					return
+				}
+				_, _ = pc.WriteTo([]byte(*name+"\n"), from)
+			}
+		}()
+	}
+	fmt.Fprintln(stderr, <-errc)
+	return 1
+}
+
+// answerTCP sends the name at once, then answers every line the client sends with the name
+// again, so a client can hold a connection open and check that it still works.
+func answerTCP(c net.Conn, name string) {
+	defer c.Close()
+	if _, err := c.Write([]byte(name + "\n")); err != nil {
+		return
+	}
+	r := bufio.NewReader(c)
+	for {
+		if _, err := r.ReadString('\n'); err != nil {
+			return
+		}
+		if _, err := c.Write([]byte(name + "\n")); err != nil {
+			return
+		}
+	}
+}
+
+func ask(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("ask", pflag.ContinueOnError)
+	udp := fs.Bool("udp", false, "send a UDP datagram instead of connecting over TCP")
+	count := fs.Int("count", 1, "how many requests (each a new connection or source port)")
+	summary := fs.Bool("summary", false, "print how many answers each name gave instead of every answer")
+	timeout := fs.Duration("timeout", 3*time.Second, "time limit of each request")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: kipvs-echo ask [--udp] [--count N] [--summary] HOST:PORT")
+		return 2
+	}
+	addr := fs.Arg(0)
+	counts := map[string]int{}
+	failed := 0
+	for i := 0; i < *count; i++ {
+		name, err := once(addr, *udp, *timeout)
+		if err != nil {
+			failed++
+			fmt.Fprintf(stderr, "request %d to %s: %v\n", i+1, addr, err)
+			continue
+		}
+		counts[name]++
+		if !*summary {
+			fmt.Fprintln(stdout, name)
+		}
+	}
+	if *summary {
+		names := make([]string, 0, len(counts))
+		for n := range counts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(stdout, "%-12s %d\n", n, counts[n])
+		}
+		if failed > 0 {
+			fmt.Fprintf(stdout, "%-12s %d\n", "(failed)", failed)
+		}
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func once(addr string, udp bool, timeout time.Duration) (string, error) {
+	network := "tcp"
+	if udp {
+		network = "udp"
+	}
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if udp {
+		if _, err := c.Write([]byte("who\n")); err != nil {
+			return "", err
+		}
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
+		return "", err
+	}
+	return strings.TrimSpace(line), nil
+}

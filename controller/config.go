@@ -1,0 +1,27 @@
+package controller
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Config is the controller's part of the proxy configuration.
+type Config struct {
+	// NodeName is this node (--hostname-override); its Node object gives the zone.
+	NodeName string
+	// DefaultScheduler for Services that name none or an unusable one (--scheduler).
+	DefaultScheduler string
+	// SyncPeriod is how often everything is compared with the kernel and repaired.
+	SyncPeriod time.Duration
+	// MinSyncPeriod is the shortest time between two syncs: changes arriving faster are
+	// coalesced into one sync.
+	MinSyncPeriod time.Duration
+	// NodePortAddresses selects the node IPs that get NodePort virtual servers (empty: every
+	// address but loopback, link-local and kube-ipvs0's).
+	NodePortAddresses []netip.Prefix
+	// NodePortRange bounds the ports of NodePort virtual servers on node IPs that the proxy
+	// considers its own when it repairs drift (--service-node-port-range).
+	NodePortMin, NodePortMax uint16
+	// MaxRetryBackoff caps the wait between retries of failed kernel calls.
+	MaxRetryBackoff time.Duration
+}

@@ -1,0 +1,554 @@
+// Package controller watches Services, EndpointSlices and this proxy's Node, tracks which
+// Services changed, computes their desired state with package proxy, and drives the kernel
+// reconcilers: incrementally for changes, and with a full repair every sync period.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
+)
+
+// Controller is the proxy's control loop. Create it with New, then call Run or SyncOnce.
+type Controller struct {
+	cfg       Config
+	ipvs      IPVS
+	addrs     Addresses
+	hostAddrs func() ([]netip.Addr, error)
+	recorder  record.EventRecorder
+	log       *slog.Logger
+
+	factory     informers.SharedInformerFactory
+	nodeFactory informers.SharedInformerFactory
+	services    corelisters.ServiceLister
+	slices      cache.Indexer
+	nodes       corelisters.NodeLister
+	synced      []cache.InformerSynced
+
+	mu       sync.Mutex
+	dirty    map[model.ServiceName]bool
+	fullDue  bool
+	wake     chan struct{}
+	retryVS  map[model.VSKey]bool
+	retryIP  map[netip.Addr]bool
+	backoff  time.Duration
+	retryAt  time.Time
+	lastSync time.Time
+	lastFull time.Time
+
+	// Owned by the sync goroutine.
+	state       *desiredState
+	unavailable map[string]bool
+	problems    map[model.ServiceName]string
+	nodeIPs     []netip.Addr
+	nodeZone    string
+	stats       Stats
+}
+
+// Stats describes the last sync, for logs and tests.
+type Stats struct {
+	Full         bool
+	Services     int // Services recomputed
+	IPVSWrites   int
+	AddrWrites   int
+	Errors       int
+	Duration     time.Duration
+	TotalSyncs   int
+	VirtualSrvrs int
+}
+
+const sliceByService = "service"
+
+// New wires a controller to a clientset (a real one, or the fake one the manifest source
+// fills) and to the kernel reconcilers.
+func New(cfg Config, client kubernetes.Interface, ipvs IPVS, addrs Addresses,
+	hostAddrs func() ([]netip.Addr, error), recorder record.EventRecorder, log *slog.Logger) (*Controller, error) {
+	if cfg.MaxRetryBackoff == 0 {
+		cfg.MaxRetryBackoff = time.Minute
+	}
+	c := &Controller{
+		cfg: cfg, ipvs: ipvs, addrs: addrs, hostAddrs: hostAddrs, recorder: recorder, log: log,
+		dirty: map[model.ServiceName]bool{}, wake: make(chan struct{}, 1), fullDue: true,
+		retryVS: map[model.VSKey]bool{}, retryIP: map[netip.Addr]bool{},
+		state: newDesiredState(), unavailable: map[string]bool{}, problems: map[model.ServiceName]string{},
+	}
+	c.factory = informers.NewSharedInformerFactory(client, 0)
+	svcInf := c.factory.Core().V1().Services()
+	sliceInf := c.factory.Discovery().V1().EndpointSlices()
+	c.services = svcInf.Lister()
+	if err := sliceInf.Informer().AddIndexers(cache.Indexers{sliceByService: indexSliceByService}); err != nil {
+		return nil, err
+	}
+	c.slices = sliceInf.Informer().GetIndexer()
+	// Only this node's object: a node never needs the other thousands.
+	c.nodeFactory = informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + cfg.NodeName }))
+	nodeInf := c.nodeFactory.Core().V1().Nodes()
+	c.nodes = nodeInf.Lister()
+
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		fn  func(obj any)
+	}{
+		{svcInf.Informer(), c.onService},
+		{sliceInf.Informer(), c.onSlice},
+		{nodeInf.Informer(), c.onNode},
+	}
+	for _, h := range handlers {
+		fn := h.fn
+		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    fn,
+			UpdateFunc: func(_, obj any) { fn(obj) },
+			DeleteFunc: fn,
+		}); err != nil {
+			return nil, err
+		}
+		c.synced = append(c.synced, h.inf.HasSynced)
+	}
+	return c, nil
+}
+
+func indexSliceByService(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	svc := s.Labels[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + svc}, nil
+}
+
+func (c *Controller) onService(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if s, ok := obj.(*corev1.Service); ok {
+		c.markDirty(model.ServiceName{Namespace: s.Namespace, Name: s.Name})
+	}
+}
+
+func (c *Controller) onSlice(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		if svc := s.Labels[discoveryv1.LabelServiceName]; svc != "" {
+			c.markDirty(model.ServiceName{Namespace: s.Namespace, Name: svc})
+		}
+	}
+}
+
+func (c *Controller) onNode(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if n, ok := obj.(*corev1.Node); ok && n.Name == c.cfg.NodeName {
+		// The zone or addresses may have changed: every Service is recomputed.
+		c.mu.Lock()
+		c.fullDue = true
+		c.mu.Unlock()
+		c.poke()
+	}
+}
+
+func (c *Controller) markDirty(name model.ServiceName) {
+	c.mu.Lock()
+	c.dirty[name] = true
+	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *Controller) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// start runs the informers and waits for their caches.
+func (c *Controller) start(ctx context.Context) error {
+	c.factory.Start(ctx.Done())
+	c.nodeFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return errors.New("informer caches did not sync")
+	}
+	return nil
+}
+
+// SyncOnce waits for the informers, makes one full sync and reports whether it succeeded.
+func (c *Controller) SyncOnce(ctx context.Context) error {
+	if err := c.start(ctx); err != nil {
+		return err
+	}
+	if err := c.sync(true); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Run syncs until ctx ends: changes after at most MinSyncPeriod, a full repair every
+// SyncPeriod, failed kernel calls again with exponential backoff.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := c.start(ctx); err != nil {
+		return err
+	}
+	for {
+		c.mu.Lock()
+		now := time.Now()
+		ready := now.Sub(c.lastSync) >= c.cfg.MinSyncPeriod
+		retryReady := c.retryAt.IsZero() || !now.Before(c.retryAt)
+		pendingRetry := len(c.retryVS) > 0 || len(c.retryIP) > 0
+		full := now.Sub(c.lastFull) >= c.cfg.SyncPeriod || (c.fullDue && ready && retryReady)
+		work := full || (ready && (len(c.dirty) > 0 || (pendingRetry && retryReady)))
+		next := c.lastFull.Add(c.cfg.SyncPeriod)
+		if len(c.dirty) > 0 {
+			next = minTime(next, c.lastSync.Add(c.cfg.MinSyncPeriod))
+		}
+		if pendingRetry || c.fullDue {
+			next = minTime(next, maxTime(c.retryAt, c.lastSync.Add(c.cfg.MinSyncPeriod)))
+		}
+		c.mu.Unlock()
+
+		if work {
+			_ = c.sync(full) // errors are logged and retried inside
+			continue
+		}
+		timer := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-c.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// Stats returns the statistics of the last sync.
+func (c *Controller) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// sync computes and applies. full recomputes every Service and repairs the kernel against a
+// dump; otherwise only dirty Services (and earlier failures) are applied from the caches.
+func (c *Controller) sync(full bool) error {
+	start := time.Now()
+	c.mu.Lock()
+	dirty := c.dirty
+	c.dirty = map[model.ServiceName]bool{}
+	retryVS, retryIP := c.retryVS, c.retryIP
+	c.retryVS, c.retryIP = map[model.VSKey]bool{}, map[netip.Addr]bool{}
+	if full {
+		c.fullDue = false
+	}
+	c.mu.Unlock()
+
+	st := Stats{Full: full}
+	var vsErrs map[model.VSKey]error
+	var ipErrs map[netip.Addr]error
+	var err error
+	if full {
+		st.Services, vsErrs, ipErrs, err = c.syncFull(&st)
+	} else {
+		st.Services, vsErrs, ipErrs = c.syncChanged(dirty, retryVS, retryIP, &st)
+	}
+	st.Errors = len(vsErrs) + len(ipErrs)
+	if err != nil {
+		st.Errors++
+	}
+	st.Duration = time.Since(start)
+	st.VirtualSrvrs = len(c.state.vsOwner)
+
+	c.mu.Lock()
+	for k, e := range vsErrs {
+		c.retryVS[k] = true
+		c.logVSError(k, e)
+	}
+	for a, e := range ipErrs {
+		c.retryIP[a] = true
+		c.log.Error("binding address failed; will retry", "address", a, "services", joinNames(c.state.servicesBinding(a)), "err", e)
+	}
+	if err != nil {
+		c.fullDue = true // a failed full sync is retried in full
+	}
+	failed := st.Errors > 0
+	if failed {
+		if c.backoff == 0 {
+			c.backoff = time.Second
+		} else {
+			c.backoff = min(2*c.backoff, c.cfg.MaxRetryBackoff)
+		}
+		c.retryAt = time.Now().Add(c.backoff)
+	} else {
+		c.backoff = 0
+		c.retryAt = time.Time{}
+	}
+	c.lastSync = time.Now()
+	if full {
+		c.lastFull = c.lastSync
+	}
+	st.TotalSyncs = c.stats.TotalSyncs + 1
+	c.stats = st
+	c.mu.Unlock()
+
+	c.log.Info("sync done", "full", st.Full, "services", st.Services, "ipvs_writes", st.IPVSWrites,
+		"addr_writes", st.AddrWrites, "errors", st.Errors, "virtual_servers", st.VirtualSrvrs, "took", st.Duration.Round(time.Microsecond))
+	if err != nil {
+		return err
+	}
+	if failed {
+		return fmt.Errorf("%d kernel operations failed (see the log); they will be retried", st.Errors)
+	}
+	return nil
+}
+
+func (c *Controller) logVSError(k model.VSKey, e error) {
+	owner, _ := c.state.ownerOf(k)
+	var su SchedulerUnavailable
+	if errors.As(e, &su) {
+		c.unavailable[su.UnavailableScheduler()] = true
+		c.log.Warn("the kernel has no such IPVS scheduler; the Service gets the default", "service", owner,
+			"virtual_server", k, "scheduler", su.UnavailableScheduler(), "default", c.cfg.DefaultScheduler)
+		if owner.Name != "" {
+			c.dirty[owner] = true
+		}
+		return
+	}
+	c.log.Error("programming a virtual server failed; will retry", "service", owner, "virtual_server", k, "err", e)
+}
+
+// refreshNode reads the zone and the node IPs for NodePort virtual servers.
+func (c *Controller) refreshNode() error {
+	c.nodeZone = ""
+	if n, err := c.nodes.Get(c.cfg.NodeName); err == nil {
+		c.nodeZone = n.Labels[corev1.LabelTopologyZone]
+	}
+	host, err := c.hostAddrs()
+	if err != nil {
+		return fmt.Errorf("listing the node's addresses: %w", err)
+	}
+	c.nodeIPs = proxy.NodePortAddresses(c.cfg.NodePortAddresses, host, c.addrs.Bound())
+	return nil
+}
+
+func (c *Controller) proxyConfig() *proxy.Config {
+	return &proxy.Config{
+		DefaultScheduler:      c.cfg.DefaultScheduler,
+		UnavailableSchedulers: c.unavailable,
+		NodeName:              c.cfg.NodeName,
+		NodeZone:              c.nodeZone,
+		NodeIPs:               c.nodeIPs,
+	}
+}
+
+// build computes one Service's desired state and raises its Problems as Events (only when
+// they change, so a standing problem does not flood the API server).
+func (c *Controller) build(name model.ServiceName, pcfg *proxy.Config) *model.ServiceState {
+	svc, err := c.services.Services(name.Namespace).Get(name.Name)
+	if err != nil {
+		delete(c.problems, name)
+		return nil
+	}
+	objs, _ := c.slices.ByIndex(sliceByService, name.Namespace+"/"+name.Name)
+	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		slices = append(slices, o.(*discoveryv1.EndpointSlice))
+	}
+	st := proxy.BuildService(svc, slices, pcfg)
+	if st == nil {
+		delete(c.problems, name)
+		return nil
+	}
+	c.reportProblems(svc, name, st)
+	return st
+}
+
+func (c *Controller) reportProblems(svc *corev1.Service, name model.ServiceName, st *model.ServiceState) {
+	var parts []string
+	for _, p := range st.Reasons {
+		parts = append(parts, p.String())
+	}
+	sig := strings.Join(parts, "\n")
+	if sig == c.problems[name] {
+		return
+	}
+	c.problems[name] = sig
+	for _, p := range st.Reasons {
+		c.log.Warn("service problem", "service", name, "reason", p.Reason, "message", p.Message)
+		if c.recorder != nil {
+			c.recorder.Event(svc, corev1.EventTypeWarning, p.Reason, p.Message)
+		}
+	}
+}
+
+// syncChanged recomputes the dirty Services and applies only what changed, plus whatever
+// failed before. No kernel reads: a sync with nothing to change writes nothing.
+func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, retryVS map[model.VSKey]bool,
+	retryIP map[netip.Addr]bool, st *Stats) (int, map[model.VSKey]error, map[netip.Addr]error) {
+	pcfg := c.proxyConfig()
+	vsChanges := map[model.VSKey]*model.VirtualServer{}
+	var bind, unbind []netip.Addr
+	for _, name := range sortedNames(dirty) {
+		ch := c.state.update(name, c.build(name, pcfg))
+		for k, v := range ch.vs {
+			vsChanges[k] = v
+		}
+		bind = append(bind, ch.bind...)
+		unbind = append(unbind, ch.unbind...)
+		for _, r := range ch.requeue {
+			c.markDirtyLater(r)
+		}
+	}
+	// Earlier failures are applied again from the desired state as it is now.
+	all := c.state.allVSes()
+	for k := range retryVS {
+		if _, ok := vsChanges[k]; !ok {
+			vsChanges[k] = all[k]
+		}
+	}
+	binds := c.state.allBinds()
+	for a := range retryIP {
+		if binds[a] {
+			bind = append(bind, a)
+		} else {
+			unbind = append(unbind, a)
+		}
+	}
+
+	ipErrs := map[netip.Addr]error{}
+	// Order: addresses first, then virtual servers, then address removals, so no packet
+	// meets a virtual server whose address is not local yet.
+	w, errs := c.addrs.Apply(bind, nil)
+	st.AddrWrites += w
+	mergeErrs(ipErrs, errs)
+	w, vsErrs := c.ipvs.Apply(vsChanges)
+	st.IPVSWrites += w
+	w, errs = c.addrs.Apply(nil, unbind)
+	st.AddrWrites += w
+	mergeErrs(ipErrs, errs)
+	return len(dirty), vsErrs, ipErrs
+}
+
+// syncFull recomputes every Service and repairs the kernel against a fresh dump.
+func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.Addr]error, error) {
+	if err := c.addrs.EnsureLink(); err != nil {
+		return 0, nil, nil, fmt.Errorf("dummy interface: %w", err)
+	}
+	if err := c.refreshNode(); err != nil {
+		return 0, nil, nil, err
+	}
+	pcfg := c.proxyConfig()
+	svcs, err := c.services.List(labels.Everything())
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	seen := map[model.ServiceName]bool{}
+	for _, s := range svcs {
+		seen[model.ServiceName{Namespace: s.Namespace, Name: s.Name}] = true
+	}
+	for name := range c.state.services {
+		if !seen[name] {
+			c.state.update(name, nil)
+		}
+	}
+	for _, name := range sortedNames(seen) {
+		for _, r := range c.state.update(name, c.build(name, pcfg)).requeue {
+			c.markDirtyLater(r)
+		}
+	}
+
+	ipErrs := map[netip.Addr]error{}
+	w, errs, err := c.addrs.Resync(c.state.allBinds())
+	st.AddrWrites += w
+	mergeErrs(ipErrs, errs)
+	if err != nil {
+		return len(seen), nil, ipErrs, fmt.Errorf("repairing the dummy interface's addresses: %w", err)
+	}
+	nodeIP := map[netip.Addr]bool{}
+	for _, a := range c.nodeIPs {
+		nodeIP[a] = true
+	}
+	bound := c.addrs.Bound()
+	owned := func(k model.VSKey) bool {
+		if bound[k.Addr] {
+			return true
+		}
+		return nodeIP[k.Addr] && k.Port >= c.cfg.NodePortMin && k.Port <= c.cfg.NodePortMax
+	}
+	w, vsErrs, err := c.ipvs.Resync(c.state.allVSes(), owned)
+	st.IPVSWrites += w
+	if err != nil {
+		err = fmt.Errorf("repairing IPVS: %w", err)
+	}
+	return len(seen), vsErrs, ipErrs, err
+}
+
+// markDirtyLater queues a Service for the next sync (called from the sync goroutine).
+func (c *Controller) markDirtyLater(name model.ServiceName) {
+	c.mu.Lock()
+	c.dirty[name] = true
+	c.mu.Unlock()
+	c.poke()
+}
+
+func mergeErrs[K comparable](dst, src map[K]error) {
+	for k, v := range src {
+		dst[k] = v
+	}
+}
+
+func sortedNames(m map[model.ServiceName]bool) []model.ServiceName {
+	out := make([]model.ServiceName, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+func joinNames(ns []model.ServiceName) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = n.String()
+	}
+	sort.Strings(s)
+	return strings.Join(s, ",")
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,340 @@
+package controller
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// fakeIPVS keeps virtual servers in a map and counts one write per virtual server changed.
+type fakeIPVS struct {
+	vs       map[model.VSKey]*model.VirtualServer
+	writes   int
+	failNext map[model.VSKey]error
+}
+
+func (f *fakeIPVS) Apply(ch map[model.VSKey]*model.VirtualServer) (int, map[model.VSKey]error) {
+	w := 0
+	errs := map[model.VSKey]error{}
+	for k, v := range ch {
+		if e := f.failNext[k]; e != nil {
+			delete(f.failNext, k)
+			errs[k] = e
+			w++
+			continue
+		}
+		old := f.vs[k]
+		switch {
+		case v == nil && old != nil:
+			delete(f.vs, k)
+			w++
+		case v != nil && (old == nil || !old.Equal(v)):
+			f.vs[k] = v
+			w++
+		}
+	}
+	f.writes += w
+	return w, errs
+}
+
+func (f *fakeIPVS) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) (int, map[model.VSKey]error, error) {
+	ch := map[model.VSKey]*model.VirtualServer{}
+	for k := range f.vs {
+		if desired[k] == nil && owned(k) {
+			ch[k] = nil
+		}
+	}
+	for k, v := range desired {
+		ch[k] = v
+	}
+	w, errs := f.Apply(ch)
+	return w, errs, nil
+}
+
+func (f *fakeIPVS) Writes() uint64 { return uint64(f.writes) }
+
+type fakeAddrs struct {
+	bound  map[netip.Addr]bool
+	writes int
+}
+
+func (f *fakeAddrs) EnsureLink() error { return nil }
+func (f *fakeAddrs) Apply(bind, unbind []netip.Addr) (int, map[netip.Addr]error) {
+	w := 0
+	for _, a := range bind {
+		if !f.bound[a] {
+			f.bound[a] = true
+			w++
+		}
+	}
+	for _, a := range unbind {
+		if f.bound[a] {
+			delete(f.bound, a)
+			w++
+		}
+	}
+	f.writes += w
+	return w, nil
+}
+func (f *fakeAddrs) Resync(desired map[netip.Addr]bool) (int, map[netip.Addr]error, error) {
+	var bind, unbind []netip.Addr
+	for a := range desired {
+		bind = append(bind, a)
+	}
+	for a := range f.bound {
+		if !desired[a] {
+			unbind = append(unbind, a)
+		}
+	}
+	w, errs := f.Apply(bind, unbind)
+	return w, errs, nil
+}
+func (f *fakeAddrs) Bound() map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for a := range f.bound {
+		m[a] = true
+	}
+	return m
+}
+func (f *fakeAddrs) Writes() uint64 { return uint64(f.writes) }
+
+type schedUnavailable struct{ s string }
+
+func (e schedUnavailable) Error() string                { return "no scheduler " + e.s }
+func (e schedUnavailable) UnavailableScheduler() string { return e.s }
+
+func service(name, ip string, annotations map[string]string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: annotations},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+		},
+	}
+}
+
+func slice(svc, name string, ips ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+	}
+	for _, ip := range ips {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return s
+}
+
+type harness struct {
+	t        *testing.T
+	client   *fake.Clientset
+	ipvs     *fakeIPVS
+	addrs    *fakeAddrs
+	recorder *record.FakeRecorder
+	c        *Controller
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, client: fake.NewClientset(),
+		ipvs:     &fakeIPVS{vs: map[model.VSKey]*model.VirtualServer{}, failNext: map[model.VSKey]error{}},
+		addrs:    &fakeAddrs{bound: map[netip.Addr]bool{}},
+		recorder: record.NewFakeRecorder(100)}
+	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, MinSyncPeriod: 0, NodePortMin: 30000, NodePortMax: 32767}
+	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
+	c, err := New(cfg, h.client, h.ipvs, h.addrs, hostAddrs, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := c.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// settle waits until the informers delivered n more changes, then syncs the dirty Services.
+func (h *harness) syncChanged() Stats {
+	h.t.Helper()
+	if err := h.c.sync(false); err != nil {
+		h.t.Logf("sync: %v", err)
+	}
+	return h.c.Stats()
+}
+
+func (h *harness) waitDirty(name string) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		h.c.mu.Lock()
+		d := h.c.dirty[model.ServiceName{Namespace: "ns", Name: name}]
+		h.c.mu.Unlock()
+		if d {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.t.Fatalf("Service ns/%s was never marked changed", name)
+}
+
+func vsKey(ip string, port uint16) model.VSKey {
+	return model.VSKey{Addr: netip.MustParseAddr(ip), Proto: model.TCP, Port: port}
+}
+
+func TestFullSyncThenNoOpAndIncrementalChanges(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.client.CoreV1().Services("ns").Create(ctx, service("a", "10.96.0.1", nil), metav1.CreateOptions{})
+	h.client.DiscoveryV1().EndpointSlices("ns").Create(ctx, slice("a", "a-1", "10.244.0.1", "10.244.0.2"), metav1.CreateOptions{})
+	h.client.CoreV1().Services("ns").Create(ctx, service("b", "10.96.0.2", nil), metav1.CreateOptions{})
+	h.waitDirty("a")
+	h.waitDirty("b")
+
+	if err := h.c.sync(true); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.ipvs.vs[vsKey("10.96.0.1", 80)]; got == nil || len(got.Reals) != 2 {
+		t.Fatalf("service a's virtual server: %v", got)
+	}
+	if !h.addrs.bound[netip.MustParseAddr("10.96.0.1")] || !h.addrs.bound[netip.MustParseAddr("10.96.0.2")] {
+		t.Fatalf("bound addresses: %v", h.addrs.bound)
+	}
+
+	// Nothing changed: nothing is written.
+	if st := h.syncChanged(); st.IPVSWrites != 0 || st.AddrWrites != 0 {
+		t.Fatalf("no-op sync wrote: %+v", st)
+	}
+	if err := h.c.sync(true); err != nil || h.c.Stats().IPVSWrites != 0 || h.c.Stats().AddrWrites != 0 {
+		t.Fatalf("no-op full sync: err %v, stats %+v", err, h.c.Stats())
+	}
+
+	// One endpoint added to a: exactly a's virtual server changes, b is not recomputed.
+	h.client.DiscoveryV1().EndpointSlices("ns").Update(ctx, slice("a", "a-1", "10.244.0.1", "10.244.0.2", "10.244.0.3"), metav1.UpdateOptions{})
+	h.waitDirty("a")
+	st := h.syncChanged()
+	if st.Services != 1 || st.IPVSWrites != 1 || st.AddrWrites != 0 {
+		t.Fatalf("endpoint change: %+v", st)
+	}
+	if n := len(h.ipvs.vs[vsKey("10.96.0.1", 80)].Reals); n != 3 {
+		t.Fatalf("a has %d real servers, want 3", n)
+	}
+
+	// Service b deleted: its virtual server and address go.
+	h.client.CoreV1().Services("ns").Delete(ctx, "b", metav1.DeleteOptions{})
+	h.waitDirty("b")
+	h.syncChanged()
+	if h.ipvs.vs[vsKey("10.96.0.2", 80)] != nil || h.addrs.bound[netip.MustParseAddr("10.96.0.2")] {
+		t.Fatalf("deleted service b left %v / %v", h.ipvs.vs, h.addrs.bound)
+	}
+}
+
+func TestInvalidSchedulerRaisesOneEventAndUsesDefault(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.client.CoreV1().Services("ns").Create(ctx, service("bad", "10.96.0.5", map[string]string{"kube-ipvs.io/scheduler": "fastest"}), metav1.CreateOptions{})
+	h.waitDirty("bad")
+	h.syncChanged()
+	if got := h.ipvs.vs[vsKey("10.96.0.5", 80)]; got == nil || got.Spec.Scheduler != "rr" {
+		t.Fatalf("virtual server %v, want scheduler rr", got)
+	}
+	select {
+	case e := <-h.recorder.Events:
+		if !strings.Contains(e, "Warning InvalidScheduler") || !strings.Contains(e, "fastest") {
+			t.Fatalf("event %q", e)
+		}
+	default:
+		t.Fatal("no event recorded")
+	}
+	// The same problem again raises no second event.
+	h.c.sync(true)
+	select {
+	case e := <-h.recorder.Events:
+		t.Fatalf("second event for a standing problem: %q", e)
+	default:
+	}
+}
+
+func TestSchedulerTheKernelLacksFallsBackToDefault(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.client.CoreV1().Services("ns").Create(ctx, service("t", "10.96.0.6", map[string]string{"kube-ipvs.io/scheduler": "twos"}), metav1.CreateOptions{})
+	h.waitDirty("t")
+	h.ipvs.failNext[vsKey("10.96.0.6", 80)] = schedUnavailable{"twos"}
+	h.syncChanged()
+	h.syncChanged() // the Service was queued again with the scheduler marked unavailable
+	if got := h.ipvs.vs[vsKey("10.96.0.6", 80)]; got == nil || got.Spec.Scheduler != "rr" {
+		t.Fatalf("virtual server %v, want the default rr", got)
+	}
+	found := false
+	for len(h.recorder.Events) > 0 {
+		if e := <-h.recorder.Events; strings.Contains(e, "SchedulerUnavailable") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no SchedulerUnavailable event")
+	}
+}
+
+func TestFailedWriteIsRetried(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.client.CoreV1().Services("ns").Create(ctx, service("r", "10.96.0.7", nil), metav1.CreateOptions{})
+	h.waitDirty("r")
+	h.ipvs.failNext[vsKey("10.96.0.7", 80)] = io.ErrUnexpectedEOF
+	if err := h.c.sync(false); err == nil {
+		t.Fatal("a failed kernel call must fail the sync")
+	}
+	if h.ipvs.vs[vsKey("10.96.0.7", 80)] != nil {
+		t.Fatal("fake applied a failing write")
+	}
+	// No new event: the retry alone brings it in.
+	if err := h.c.sync(false); err != nil {
+		t.Fatal(err)
+	}
+	if h.ipvs.vs[vsKey("10.96.0.7", 80)] == nil {
+		t.Fatal("the failed virtual server was not retried")
+	}
+}
+
+func TestConflictingVirtualServerGoesToFirstOwnerThenMoves(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	for _, n := range []string{"one", "two"} {
+		s := service(n, "10.96.1.1", nil)
+		s.Spec.ClusterIPs = []string{map[string]string{"one": "10.96.1.1", "two": "10.96.1.2"}[n]}
+		s.Spec.ClusterIP = s.Spec.ClusterIPs[0]
+		s.Spec.ExternalIPs = []string{"198.51.100.7"}
+		h.client.CoreV1().Services("ns").Create(ctx, s, metav1.CreateOptions{})
+		h.waitDirty(n)
+	}
+	h.syncChanged()
+	d := h.c.state
+	if o, _ := d.ownerOf(vsKey("198.51.100.7", 80)); o.Name != "one" {
+		t.Fatalf("shared external IP owned by %v, want ns/one", o)
+	}
+	h.client.CoreV1().Services("ns").Delete(ctx, "one", metav1.DeleteOptions{})
+	h.waitDirty("one")
+	h.syncChanged() // one released it: two is queued again
+	h.syncChanged()
+	if o, _ := d.ownerOf(vsKey("198.51.100.7", 80)); o.Name != "two" {
+		t.Fatalf("after ns/one left, external IP owned by %v, want ns/two", o)
+	}
+	if h.ipvs.vs[vsKey("198.51.100.7", 80)] == nil || !h.addrs.bound[netip.MustParseAddr("198.51.100.7")] {
+		t.Fatal("ns/two's external IP is not programmed")
+	}
+}

@@ -1,0 +1,152 @@
+// Package manifests reads Service, EndpointSlice and Node objects from YAML or JSON files and
+// keeps a clientset (client-go's fake clientset, in practice) in step with them, so the proxy
+// runs on static manifests through exactly the same informer path as on a real cluster.
+package manifests
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// Objects is the content of a manifest set, keyed by "Kind namespace/name".
+type Objects map[string]runtime.Object
+
+// Load reads PATH: one file, or every *.yaml, *.yml and *.json file in a folder (recursively,
+// in name order). Documents that cannot be parsed or are of another kind produce an error
+// naming the file, document and, where known, the object; every other object is still
+// returned. The error joins all problems found.
+func Load(path string) (Objects, error) {
+	files, err := manifestFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	objs := Objects{}
+	var errs []error
+	for _, f := range files {
+		errs = append(errs, loadFile(f, objs)...)
+	}
+	return objs, errors.Join(errs...)
+}
+
+func manifestFiles(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("manifests: %w", err)
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch strings.ToLower(filepath.Ext(p)) {
+		case ".yaml", ".yml", ".json":
+			if !d.IsDir() {
+				files = append(files, p)
+			}
+		}
+		return nil
+	})
+	sort.Strings(files)
+	return files, err
+}
+
+func loadFile(file string, objs Objects) []error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", file, err)}
+	}
+	var errs []error
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for doc := 1; ; doc++ {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); err != nil {
+			if err == io.EOF {
+				break
+			}
+			// The stream cannot be resynchronised after a syntax error: report and stop.
+			errs = append(errs, fmt.Errorf("%s: document %d: %w", file, doc, err))
+			break
+		}
+		raw.Raw = bytes.TrimSpace(raw.Raw)
+		if len(raw.Raw) == 0 || string(raw.Raw) == "null" {
+			continue
+		}
+		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: document %d%s: %w", file, doc, describeRaw(raw.Raw), err))
+			continue
+		}
+		key, err := keyOf(obj)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: document %d (%s): %w", file, doc, gvk.Kind, err))
+			continue
+		}
+		if _, dup := objs[key]; dup {
+			errs = append(errs, fmt.Errorf("%s: document %d: %s is defined more than once; the later one wins", file, doc, key))
+		}
+		objs[key] = obj
+	}
+	return errs
+}
+
+// keyOf accepts the kinds the proxy reads and names them.
+func keyOf(obj runtime.Object) (string, error) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		if o.Name == "" {
+			return "", errors.New("Service has no metadata.name")
+		}
+		if o.Namespace == "" {
+			o.Namespace = "default"
+		}
+		return "Service " + o.Namespace + "/" + o.Name, nil
+	case *discoveryv1.EndpointSlice:
+		if o.Name == "" {
+			return "", errors.New("EndpointSlice has no metadata.name")
+		}
+		if o.Namespace == "" {
+			o.Namespace = "default"
+		}
+		return "EndpointSlice " + o.Namespace + "/" + o.Name, nil
+	case *corev1.Node:
+		if o.Name == "" {
+			return "", errors.New("Node has no metadata.name")
+		}
+		return "Node " + o.Name, nil
+	}
+	return "", fmt.Errorf("kind %T is not one the proxy reads (Service, EndpointSlice, Node)", obj)
+}
+
+// describeRaw names the object in an undecodable document, when its metadata can be read.
+func describeRaw(raw []byte) string {
+	var meta struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := utilyaml.Unmarshal(raw, &meta); err != nil || meta.Kind == "" {
+		return ""
+	}
+	name := meta.Metadata.Name
+	if meta.Metadata.Namespace != "" {
+		name = meta.Metadata.Namespace + "/" + name
+	}
+	return fmt.Sprintf(" (%s %s)", meta.Kind, name)
+}

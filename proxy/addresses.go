@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// parseIP parses one address from a Service or EndpointSlice field. It returns the address
+// unmapped (::ffff:a.b.c.d becomes a.b.c.d) so that the family check and map keys agree.
+func parseIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		// Old API servers accepted IPv4 with leading zeros ("010.0.0.1") and Kubernetes
+		// still reads them as decimal; such objects can outlive upgrades, so do the same.
+		if legacy, ok := parseLegacyIPv4(s); ok {
+			return legacy, nil
+		}
+		return netip.Addr{}, fmt.Errorf("is not an IP address")
+	}
+	if a.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("has a zone, which a Service address cannot have")
+	}
+	return a.Unmap(), nil
+}
+
+// parseLegacyIPv4 reads a dotted quad whose fields may have leading zeros, as decimal.
+func parseLegacyIPv4(s string) (netip.Addr, bool) {
+	fields := strings.Split(s, ".")
+	if len(fields) != 4 {
+		return netip.Addr{}, false
+	}
+	var b [4]byte
+	for i, f := range fields {
+		if len(f) == 0 || len(f) > 3 || strings.TrimLeft(f, "0123456789") != "" {
+			return netip.Addr{}, false
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n > 255 {
+			return netip.Addr{}, false
+		}
+		b[i] = byte(n)
+	}
+	return netip.AddrFrom4(b), true
+}
+
+// parseVIP parses an address that would become a virtual server bound to kube-ipvs0. Beyond
+// parsing, it refuses addresses that must never be hijacked or cannot be a destination:
+// unspecified, multicast and loopback (a virtual server on 127.0.0.1 would capture the
+// node's own local traffic).
+func parseVIP(s string) (netip.Addr, error) {
+	a, err := parseIP(s)
+	if err != nil {
+		return a, err
+	}
+	switch {
+	case a.IsUnspecified():
+		return netip.Addr{}, fmt.Errorf("is the unspecified address")
+	case a.IsMulticast():
+		return netip.Addr{}, fmt.Errorf("is a multicast address")
+	case a.IsLoopback():
+		return netip.Addr{}, fmt.Errorf("is a loopback address")
+	}
+	return a, nil
+}
+
+// serviceVIPs are the virtual addresses of a Service, grouped by where they come from
+// because each source has its own traffic policy.
+type serviceVIPs struct {
+	cluster  []netip.Addr
+	external []netip.Addr
+	lb       []netip.Addr
+}
+
+// collectVIPs reads the ClusterIPs, externalIPs and load-balancer ingress IPs of the Service.
+// Bad values are reported and skipped, so one typo in externalIPs does not take the whole
+// Service down.
+func collectVIPs(svc *v1.Service, probs *problems) serviceVIPs {
+	var v serviceVIPs
+	add := func(list *[]netip.Addr, field, value string) {
+		a, err := parseVIP(value)
+		if err != nil {
+			probs.add(ReasonInvalidIP, "%s %q %v; no virtual server is created for it", field, value, err)
+			return
+		}
+		for _, have := range *list {
+			if have == a {
+				return
+			}
+		}
+		*list = append(*list, a)
+	}
+
+	// spec.clusterIPs supersedes spec.clusterIP (its first entry always equals clusterIP);
+	// objects written before dual-stack may only have the singular field.
+	if len(svc.Spec.ClusterIPs) > 0 {
+		for i, s := range svc.Spec.ClusterIPs {
+			add(&v.cluster, fmt.Sprintf("spec.clusterIPs[%d]", i), s)
+		}
+	} else if svc.Spec.ClusterIP != "" {
+		add(&v.cluster, "spec.clusterIP", svc.Spec.ClusterIP)
+	}
+
+	for i, s := range svc.Spec.ExternalIPs {
+		add(&v.external, fmt.Sprintf("spec.externalIPs[%d]", i), s)
+	}
+
+	// Only a LoadBalancer Service owns its ingress IPs: after a type change a stale status
+	// may still list an address the cloud has already given to someone else.
+	if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
+		for i, ing := range svc.Status.LoadBalancer.Ingress {
+			// Hostname-only ingress (some cloud LBs) has nothing for us to bind.
+			if ing.IP == "" {
+				continue
+			}
+			// ipMode Proxy: the load balancer proxies to the node itself and traffic does
+			// not arrive with the LB IP as destination, so binding it would only make the
+			// node answer for an address that is not its own.
+			if ing.IPMode != nil && *ing.IPMode == v1.LoadBalancerIPModeProxy {
+				continue
+			}
+			add(&v.lb, fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), ing.IP)
+		}
+	}
+	return v
+}
+
+// nodeVIPs returns the configured node IPs, unmapped and without duplicates or invalid
+// values, so a sloppy Config cannot produce two virtual servers for one address.
+func nodeVIPs(cfg *Config) []netip.Addr {
+	out := make([]netip.Addr, 0, len(cfg.NodeIPs))
+	seen := make(map[netip.Addr]bool, len(cfg.NodeIPs))
+	for _, a := range cfg.NodeIPs {
+		if !a.IsValid() {
+			continue
+		}
+		a = a.Unmap()
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
