@@ -1,0 +1,318 @@
+// Package dummyif keeps the addresses of the dummy link that holds the service VIPs
+// (kube-ipvs0 in production), so the node accepts traffic to them as local and IPVS sees it.
+//
+// Up or down: the link is created down and its state is never changed. In the guest kernel
+// (Debian 6.1) a down dummy link still gets a "local" route for every address, IPv4 and
+// IPv6, and a pod reaches both a listener on such a VIP and an IPVS virtual server on it
+// (TestGuestBoundVIPIsLocalWithLinkDown here and the IPVS traffic tests of package ipvs
+// prove it on every run). IPv6 addresses are added with IFA_F_NODAD: a dummy link is NOARP,
+// so the kernel skips DAD for it anyway, but the flag states the intent and keeps an address
+// from ever waiting out DAD. Down, as kube-proxy keeps it, the link gets no IPv6 link-local
+// address, no multicast route and no routes in the main table, so it attracts no traffic
+// beyond its own addresses.
+//
+// Only the named link is ever written; a link of that name that is not a dummy is refused.
+package dummyif
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotDummy is wrapped by the error for a link of the reconciler's name that is not a
+// dummy link: it belongs to someone else and is left alone.
+var ErrNotDummy = errors.New("link exists and is not a dummy link")
+
+// listAttempts bounds how often Resync lists again after an interrupted listing.
+const listAttempts = 3
+
+// Result reports one Apply or Resync.
+type Result struct {
+	// Writes is how many kernel write calls were made (successful or not).
+	Writes int
+	// Errors holds, per address, what went wrong with it; other addresses were still done.
+	Errors map[netip.Addr]error
+	// Err is set when the operation as a whole failed (link missing or not a dummy, address
+	// listing failed).
+	Err error
+}
+
+// Reconciler binds and unbinds addresses on one dummy link. It is safe for concurrent use;
+// calls are serialized.
+type Reconciler struct {
+	mu     sync.Mutex
+	name   string
+	nl     Netlink
+	index  int                 // the link's index, 0 before the first look-up
+	stale  bool                // a write failed: look the link up again before the next one
+	bound  map[netip.Addr]bool // addresses we know the link has, as /32 or /128
+	writes atomic.Uint64
+}
+
+// New returns a Reconciler for the dummy link of that name, over the kernel's netlink in the
+// current network namespace.
+func New(name string) *Reconciler { return NewWithNetlink(name, kernelNetlink{}) }
+
+// NewWithNetlink returns a Reconciler over the given Netlink (a FakeNetlink in tests).
+func NewWithNetlink(name string, nl Netlink) *Reconciler {
+	return &Reconciler{name: name, nl: nl, bound: map[netip.Addr]bool{}}
+}
+
+// Writes returns the number of kernel write calls made so far.
+func (r *Reconciler) Writes() uint64 { return r.writes.Load() }
+
+// Addresses returns the addresses the reconciler knows are bound, sorted.
+func (r *Reconciler) Addresses() []netip.Addr {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]netip.Addr, 0, len(r.bound))
+	for a := range r.bound {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}
+
+// EnsureLink creates the dummy link, down, if it is missing. A link of that name that is not
+// a dummy is an error wrapping ErrNotDummy, and is not touched.
+func (r *Reconciler) EnsureLink() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var res Result
+	return r.link(true, &res)
+}
+
+// link finds the link (creating it if create is set) and records its index. A changed index
+// means the link was re-created: the cached addresses are forgotten.
+func (r *Reconciler) link(create bool, res *Result) error {
+	l, err := r.nl.LinkByName(r.name)
+	if errors.Is(err, ErrLinkNotFound) && create {
+		res.Writes++
+		r.writes.Add(1)
+		if err := r.nl.AddDummy(r.name); err != nil && !errors.Is(err, unix.EEXIST) {
+			return err
+		}
+		l, err = r.nl.LinkByName(r.name)
+	}
+	if err != nil {
+		return err
+	}
+	if l.Type != "dummy" {
+		return fmt.Errorf("%s is a %s link: %w", r.name, l.Type, ErrNotDummy)
+	}
+	if l.Index != r.index {
+		r.bound = map[netip.Addr]bool{}
+	}
+	r.index, r.stale = l.Index, false
+	return nil
+}
+
+// Apply binds and unbinds addresses, binds first. It works from its cache: binding a bound
+// address or unbinding an absent one makes no kernel call. It does not create the link (that
+// is EnsureLink's and Resync's job).
+func (r *Reconciler) Apply(bind, unbind []netip.Addr) Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := Result{}
+	toBind, toUnbind := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	for _, a := range bind {
+		toBind[a] = true
+	}
+	for _, a := range unbind {
+		if toBind[a] {
+			res.fail(a, fmt.Errorf("%s is both bound and unbound in one Apply", a))
+			delete(toBind, a)
+			continue
+		}
+		toUnbind[a] = true
+	}
+	if r.stale {
+		// A write failed last time: check the link (it may have been re-created, which
+		// empties the cache) before deciding what to do.
+		if err := r.link(false, &res); err != nil {
+			res.Err = err
+			return res
+		}
+	}
+	var adds, dels []netip.Addr
+	for a := range toBind {
+		if err := check(a); err != nil {
+			res.fail(a, err)
+		} else if !r.bound[a] {
+			adds = append(adds, a)
+		}
+	}
+	for a := range toUnbind {
+		if r.bound[a] {
+			dels = append(dels, a)
+		}
+	}
+	if len(adds)+len(dels) == 0 {
+		return res
+	}
+	if r.index == 0 {
+		if err := r.link(false, &res); err != nil {
+			res.Err = err
+			return res
+		}
+	}
+	sortAddrs(adds)
+	sortAddrs(dels)
+	for _, a := range adds {
+		r.add(a, &res)
+	}
+	for _, a := range dels {
+		r.del(host(a), &res)
+	}
+	return res
+}
+
+// Resync makes the link hold exactly the desired addresses (those mapped to true), each as a
+// /32 or /128: it creates the link if missing, lists its addresses, replaces wrong versions of
+// desired ones (another prefix length, or an IPv6 address stuck tentative or failed DAD), adds
+// the missing ones and removes the others. It writes nothing when the link is right. IPv6
+// link-local addresses, which the kernel manages on an up link, are left alone; no other link
+// is ever touched.
+func (r *Reconciler) Resync(desired map[netip.Addr]bool) Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := Result{}
+	if err := r.link(true, &res); err != nil {
+		res.Err = err
+		return res
+	}
+	listed, err := r.list()
+	if err != nil {
+		res.Err = err
+		r.stale = true
+		return res
+	}
+
+	have := map[netip.Addr]bool{}
+	var wrong, extra []netip.Prefix
+	for _, a := range listed {
+		addr := a.Prefix.Addr()
+		switch {
+		case addr.Is6() && addr.IsLinkLocalUnicast():
+		case !desired[addr]:
+			extra = append(extra, a.Prefix)
+		case a.Prefix.Bits() != addr.BitLen() || (addr.Is6() && a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) != 0):
+			wrong = append(wrong, a.Prefix)
+		default:
+			have[addr] = true
+		}
+	}
+	r.bound = have
+
+	// Wrong versions first: the kernel refuses a second IPv6 address that differs only in
+	// prefix length. Then the missing ones, then the extras.
+	sortPrefixes(wrong)
+	for _, p := range wrong {
+		r.del(p, &res)
+	}
+	var adds []netip.Addr
+	for a, want := range desired {
+		if !want {
+			continue
+		}
+		if err := check(a); err != nil {
+			res.fail(a, err)
+		} else if !have[a] {
+			adds = append(adds, a)
+		}
+	}
+	sortAddrs(adds)
+	for _, a := range adds {
+		r.add(a, &res)
+	}
+	sortPrefixes(extra)
+	for _, p := range extra {
+		r.del(p, &res)
+	}
+	return res
+}
+
+// list lists the link's addresses, again when the kernel says the listing was interrupted.
+func (r *Reconciler) list() ([]Address, error) {
+	var err error
+	for range listAttempts {
+		var addrs []Address
+		addrs, err = r.nl.AddrList(r.index)
+		if err == nil {
+			return addrs, nil
+		}
+		if !errors.Is(err, ErrDumpInterrupted) {
+			break
+		}
+	}
+	return nil, err
+}
+
+// add binds one address, IPv6 ones without duplicate address detection (see the package
+// comment).
+func (r *Reconciler) add(a netip.Addr, res *Result) {
+	flags := 0
+	if a.Is6() {
+		flags = unix.IFA_F_NODAD
+	}
+	res.Writes++
+	r.writes.Add(1)
+	err := r.nl.AddrAdd(r.index, host(a), flags)
+	if err != nil && !errors.Is(err, ErrAddrExists) {
+		res.fail(a, err)
+		r.stale = true // the link may have gone
+		return
+	}
+	r.bound[a] = true
+}
+
+// del removes one address (any prefix length) from the link.
+func (r *Reconciler) del(p netip.Prefix, res *Result) {
+	res.Writes++
+	r.writes.Add(1)
+	err := r.nl.AddrDel(r.index, p)
+	if err != nil && !errors.Is(err, ErrAddrNotFound) {
+		res.fail(p.Addr(), err)
+		r.stale = true
+		return
+	}
+	if p.Bits() == p.Addr().BitLen() {
+		delete(r.bound, p.Addr())
+	}
+}
+
+func (res *Result) fail(a netip.Addr, err error) {
+	if res.Errors == nil {
+		res.Errors = map[netip.Addr]error{}
+	}
+	res.Errors[a] = errors.Join(res.Errors[a], err)
+}
+
+// check rejects addresses that cannot be a VIP as given.
+func check(a netip.Addr) error {
+	if !a.IsValid() || a.Is4In6() || a.Zone() != "" || a.IsUnspecified() {
+		return fmt.Errorf("%v is not a plain IPv4 or IPv6 address", a)
+	}
+	return nil
+}
+
+func host(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
+func sortAddrs(s []netip.Addr) {
+	sort.Slice(s, func(i, j int) bool { return s[i].Less(s[j]) })
+}
+
+func sortPrefixes(s []netip.Prefix) {
+	sort.Slice(s, func(i, j int) bool {
+		if c := s[i].Addr().Compare(s[j].Addr()); c != 0 {
+			return c < 0
+		}
+		return s[i].Bits() < s[j].Bits()
+	})
+}

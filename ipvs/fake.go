@@ -1,0 +1,214 @@
+package ipvs
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// FakeKernel is an in-memory Kernel for tests. It answers as the kernel does (errors for
+// duplicates and missing objects, HASHED added to every service's flags), logs every call as
+// one line, and can be told to fail.
+type FakeKernel struct {
+	mu   sync.Mutex
+	vses map[model.VSKey]*model.VirtualServer
+	ops  []string
+
+	// Fail, when set, is consulted before every call with the op name (the first word of
+	// the logged line: list, get, new-service, update-service, del-service, new-dest,
+	// update-dest, del-dest) and the virtual server's key (zero for list). A non-nil error
+	// is returned instead of doing the call; the call is still logged. Fail must not call
+	// the fake.
+	Fail func(op string, key model.VSKey) error
+	// MissingSchedulers lists schedulers this fake kernel does not have.
+	MissingSchedulers map[string]bool
+}
+
+// NewFakeKernel returns an empty fake kernel.
+func NewFakeKernel() *FakeKernel {
+	return &FakeKernel{vses: map[model.VSKey]*model.VirtualServer{}}
+}
+
+// TakeOps returns the calls logged since the last TakeOps and clears the log.
+func (f *FakeKernel) TakeOps() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ops := f.ops
+	f.ops = nil
+	return ops
+}
+
+// Put sets a virtual server in the fake kernel directly, without logging a call: to set up
+// state that someone else created.
+func (f *FakeKernel) Put(vs *model.VirtualServer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := clone(vs)
+	c.Spec.Flags |= model.FlagHashed
+	f.vses[vs.Key] = c
+}
+
+// Drop removes a virtual server from the fake kernel directly, without logging a call.
+func (f *FakeKernel) Drop(key model.VSKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.vses, key)
+}
+
+// Dump renders the fake kernel's table, sorted, one model.VirtualServer.String block per
+// virtual server.
+func (f *FakeKernel) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := make([]model.VSKey, 0, len(f.vses))
+	for k := range f.vses {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return model.VSKeyLess(keys[i], keys[j]) })
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(f.vses[k].String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func (f *FakeKernel) call(op string, key model.VSKey, line string) error {
+	f.ops = append(f.ops, strings.TrimSpace(op+" "+line))
+	if f.Fail != nil {
+		return f.Fail(op, key)
+	}
+	return nil
+}
+
+func (f *FakeKernel) ListVirtualServers() ([]*model.VirtualServer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("list", model.VSKey{}, ""); err != nil {
+		return nil, err
+	}
+	out := make([]*model.VirtualServer, 0, len(f.vses))
+	for _, vs := range f.vses {
+		out = append(out, clone(vs))
+	}
+	return out, nil
+}
+
+func (f *FakeKernel) GetVirtualServer(key model.VSKey) (*model.VirtualServer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("get", key, key.String()); err != nil {
+		return nil, err
+	}
+	vs, ok := f.vses[key]
+	if !ok {
+		return nil, fmt.Errorf("get %s: %w", key, ErrNotFound)
+	}
+	return clone(vs), nil
+}
+
+func specLine(key model.VSKey, spec model.VSSpec) string {
+	return fmt.Sprintf("%s %s flags=%#x timeout=%d", key, spec.Scheduler, spec.Flags, spec.Timeout)
+}
+
+func (f *FakeKernel) NewService(key model.VSKey, spec model.VSSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("new-service", key, specLine(key, spec)); err != nil {
+		return err
+	}
+	if f.MissingSchedulers[spec.Scheduler] {
+		return &SchedulerUnavailableError{Scheduler: spec.Scheduler}
+	}
+	if _, ok := f.vses[key]; ok {
+		return fmt.Errorf("create %s: file exists", key)
+	}
+	spec.Flags = spec.Flags&model.FlagsWeManage | model.FlagHashed
+	f.vses[key] = &model.VirtualServer{Key: key, Spec: spec, Reals: map[model.RSKey]uint32{}}
+	return nil
+}
+
+func (f *FakeKernel) UpdateService(key model.VSKey, spec model.VSSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("update-service", key, specLine(key, spec)); err != nil {
+		return err
+	}
+	vs, ok := f.vses[key]
+	if !ok {
+		return fmt.Errorf("update %s: %w", key, ErrNotFound)
+	}
+	if f.MissingSchedulers[spec.Scheduler] {
+		return &SchedulerUnavailableError{Scheduler: spec.Scheduler}
+	}
+	spec.Flags = spec.Flags&model.FlagsWeManage | model.FlagHashed
+	vs.Spec = spec
+	return nil
+}
+
+func (f *FakeKernel) DelService(key model.VSKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("del-service", key, key.String()); err != nil {
+		return err
+	}
+	if _, ok := f.vses[key]; !ok {
+		return fmt.Errorf("delete %s: %w", key, ErrNotFound)
+	}
+	delete(f.vses, key)
+	return nil
+}
+
+func (f *FakeKernel) NewDestination(key model.VSKey, rs model.RSKey, weight uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("new-dest", key, fmt.Sprintf("%s %s weight=%d", key, rs, weight)); err != nil {
+		return err
+	}
+	vs, ok := f.vses[key]
+	if !ok {
+		return fmt.Errorf("add %s to %s: %w", rs, key, ErrNotFound)
+	}
+	if _, ok := vs.Reals[rs]; ok {
+		return fmt.Errorf("add %s to %s: file exists", rs, key)
+	}
+	vs.Reals[rs] = weight
+	return nil
+}
+
+func (f *FakeKernel) UpdateDestination(key model.VSKey, rs model.RSKey, weight uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("update-dest", key, fmt.Sprintf("%s %s weight=%d", key, rs, weight)); err != nil {
+		return err
+	}
+	vs, ok := f.vses[key]
+	if !ok {
+		return fmt.Errorf("set weight of %s in %s: %w", rs, key, ErrNotFound)
+	}
+	if _, ok := vs.Reals[rs]; !ok {
+		return fmt.Errorf("set weight of %s in %s: %w", rs, key, ErrNotFound)
+	}
+	vs.Reals[rs] = weight
+	return nil
+}
+
+func (f *FakeKernel) DelDestination(key model.VSKey, rs model.RSKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("del-dest", key, fmt.Sprintf("%s %s", key, rs)); err != nil {
+		return err
+	}
+	vs, ok := f.vses[key]
+	if !ok {
+		return fmt.Errorf("remove %s from %s: %w", rs, key, ErrNotFound)
+	}
+	if _, ok := vs.Reals[rs]; !ok {
+		return fmt.Errorf("remove %s from %s: %w", rs, key, ErrNotFound)
+	}
+	delete(vs.Reals, rs)
+	return nil
+}

@@ -1,0 +1,58 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// Kernel is the part of the kernel's IPVS netlink interface the reconciler uses. NewKernel
+// returns the real one; FakeKernel is an in-memory one for tests.
+//
+// Every method is one netlink request (the dump is one request per virtual server plus the
+// service listing), so a test that counts calls counts kernel work.
+type Kernel interface {
+	// ListVirtualServers dumps every virtual server the model can express (address, protocol,
+	// port; not firewall-mark services) with its real servers. It fails rather than return a
+	// dump it cannot trust (ErrDumpInterrupted).
+	ListVirtualServers() ([]*model.VirtualServer, error)
+	// GetVirtualServer reads one virtual server with its real servers; ErrNotFound if absent.
+	GetVirtualServer(key model.VSKey) (*model.VirtualServer, error)
+
+	// NewService creates a virtual server with no real servers. A scheduler the kernel lacks
+	// is reported as *SchedulerUnavailableError.
+	NewService(key model.VSKey, spec model.VSSpec) error
+	// UpdateService changes scheduler, flags and timeout of an existing virtual server in
+	// place: its connections and real servers stay. It sets the flags in FlagsWeManage to
+	// exactly spec.Flags (setting and clearing). ErrNotFound if absent;
+	// *SchedulerUnavailableError for a scheduler the kernel lacks.
+	UpdateService(key model.VSKey, spec model.VSSpec) error
+	// DelService deletes a virtual server and its real servers; ErrNotFound if absent.
+	DelService(key model.VSKey) error
+
+	// NewDestination adds a real server (masquerade forwarding) to a virtual server.
+	NewDestination(vs model.VSKey, rs model.RSKey, weight uint32) error
+	// UpdateDestination changes the weight of a real server; ErrNotFound if absent.
+	UpdateDestination(vs model.VSKey, rs model.RSKey, weight uint32) error
+	// DelDestination removes a real server; ErrNotFound if it (or its virtual server) is absent.
+	DelDestination(vs model.VSKey, rs model.RSKey) error
+}
+
+// ErrNotFound is wrapped by Kernel errors about a virtual or real server that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrDumpInterrupted is wrapped by ListVirtualServers when the table changed while it was
+// being dumped, so the result may miss or duplicate entries.
+var ErrDumpInterrupted = errors.New("IPVS table changed during the dump; result not trusted")
+
+// SchedulerUnavailableError reports that the kernel has no scheduler of that name (no
+// ip_vs_<name> module can be loaded): the kernel answers ENOENT when a service is created or
+// updated with it.
+type SchedulerUnavailableError struct {
+	Scheduler string
+}
+
+func (e *SchedulerUnavailableError) Error() string {
+	return fmt.Sprintf("IPVS scheduler %q is not available in this kernel (no module ip_vs_%s)", e.Scheduler, e.Scheduler)
+}
