@@ -17,8 +17,8 @@ mkpod() {
   command ip -n "$name" route add default via 169.254.1.1 dev eth0
 }
 
-# in POD CMD...: runs a command inside a pod.
-in() {
+# inpod POD CMD...: runs a command inside a pod.
+inpod() {
   local pod=$1
   shift
   command ip netns exec "$pod" "$@"

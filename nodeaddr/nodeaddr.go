@@ -3,20 +3,38 @@
 package nodeaddr
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
 )
 
-// List returns every address configured on any interface of the current network namespace.
-func List() ([]netip.Addr, error) {
+// List returns every address configured on any interface of the current network namespace,
+// except those on the link named skipLink (the dummy interface that holds Service VIPs:
+// they are not node IPs, and a restarted proxy must not mistake them for node IPs before it
+// has read the dummy interface).
+func List(skipLink string) ([]netip.Addr, error) {
+	skip := -1
+	if skipLink != "" {
+		l, err := netlink.LinkByName(skipLink)
+		var notFound netlink.LinkNotFoundError
+		switch {
+		case err == nil:
+			skip = l.Attrs().Index
+		case !errors.As(err, &notFound):
+			return nil, fmt.Errorf("looking up %s: %w", skipLink, err)
+		}
+	}
 	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("listing addresses: %w", err)
 	}
 	out := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
+		if a.LinkIndex == skip {
+			continue
+		}
 		if ip, ok := netip.AddrFromSlice(a.IP); ok {
 			out = append(out, ip.Unmap())
 		}

@@ -23,6 +23,7 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
+		"run":     {summary: "run the service proxy", run: runRun},
 		"version": {summary: "print the version and exit", run: runVersion},
 	}
 }

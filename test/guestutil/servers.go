@@ -23,8 +23,9 @@ type NameServer struct {
 // Served returns how many requests this server answered.
 func (s *NameServer) Served() int64 { return s.served.Load() }
 
-// ServeTCP starts a NameServer on TCP port (all addresses of the pod). It stops when the
-// test ends.
+// ServeTCP starts a NameServer on TCP port (all addresses of the pod): it sends its name
+// when a client connects and again for each line the client sends. It stops when the test
+// ends.
 func (p *Pod) ServeTCP(t testing.TB, port int, name string) *NameServer {
 	t.Helper()
 	s := &NameServer{Name: name}
@@ -44,11 +45,28 @@ func (p *Pod) ServeTCP(t testing.TB, port int, name string) *NameServer {
 				return
 			}
 			s.served.Add(1)
-			_, _ = c.Write([]byte(name + "\n"))
-			c.Close()
+			go answerLines(c, name)
 		}
 	}()
 	return s
+}
+
+// answerLines sends the name on connect and again for every line the client sends, so a
+// test can hold a connection open and check it still reaches the same server.
+func answerLines(c net.Conn, name string) {
+	defer c.Close()
+	if _, err := c.Write([]byte(name + "\n")); err != nil {
+		return
+	}
+	r := bufio.NewReader(c)
+	for {
+		if _, err := r.ReadString('\n'); err != nil {
+			return
+		}
+		if _, err := c.Write([]byte(name + "\n")); err != nil {
+			return
+		}
+	}
 }
 
 // ServeUDP starts a NameServer on UDP port (all addresses of the pod).
@@ -130,3 +148,48 @@ func exchange(c net.Conn) (string, error) {
 	}
 	return strings.TrimSpace(line), nil
 }
+
+// Conn is a long-lived TCP connection through which a test asks the same server again.
+type Conn struct {
+	c net.Conn
+	r *bufio.Reader
+	// First is the name the server sent when the connection opened.
+	First string
+}
+
+// DialTCP opens a connection from the pod to addr and reads the server's greeting.
+func (p *Pod) DialTCP(addr netip.AddrPort) (*Conn, error) {
+	var c net.Conn
+	err := p.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp", addr.String(), askTimeout)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	conn := &Conn{c: c, r: bufio.NewReader(c)}
+	_ = c.SetReadDeadline(time.Now().Add(askTimeout))
+	line, err := conn.r.ReadString('\n')
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	conn.First = strings.TrimSpace(line)
+	return conn, nil
+}
+
+// Ask sends a line and returns the server's answer.
+func (c *Conn) Ask() (string, error) {
+	_ = c.c.SetDeadline(time.Now().Add(askTimeout))
+	if _, err := c.c.Write([]byte("again\n")); err != nil {
+		return "", err
+	}
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(line), nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.c.Close() }

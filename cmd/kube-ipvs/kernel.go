@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
+	"github.com/kube-ipvs/kube-ipvs/ipvs"
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// The adapters below connect the kernel reconcilers to the controller's interfaces, so the
+// kernel packages stay independent of the controller and of each other.
+
+type ipvsAdapter struct{ r *ipvs.Reconciler }
+
+func newIPVS() (controller.IPVS, error) {
+	k, err := ipvs.NewKernel()
+	if err != nil {
+		return nil, err
+	}
+	return ipvsAdapter{ipvs.NewReconciler(k)}, nil
+}
+
+func (a ipvsAdapter) Apply(ch map[model.VSKey]*model.VirtualServer) (int, map[model.VSKey]error) {
+	res := a.r.Apply(ch)
+	return res.Writes, wrapSchedErrs(res.Errors)
+}
+
+func (a ipvsAdapter) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) (int, map[model.VSKey]error, error) {
+	res := a.r.Resync(desired, owned)
+	return res.Writes, wrapSchedErrs(res.Errors), res.Err
+}
+
+func (a ipvsAdapter) Writes() uint64 { return a.r.Writes() }
+
+// schedErr lets the controller recognise a missing scheduler without importing package ipvs.
+type schedErr struct {
+	*ipvs.SchedulerUnavailableError
+}
+
+func (e schedErr) UnavailableScheduler() string { return e.Scheduler }
+func (e schedErr) Unwrap() error                { return e.SchedulerUnavailableError }
+
+func wrapSchedErrs(errs map[model.VSKey]error) map[model.VSKey]error {
+	for k, e := range errs {
+		var su *ipvs.SchedulerUnavailableError
+		if errors.As(e, &su) {
+			errs[k] = schedErr{su}
+		}
+	}
+	return errs
+}
+
+type addrAdapter struct{ r *dummyif.Reconciler }
+
+func newAddresses(name string) controller.Addresses { return addrAdapter{dummyif.New(name)} }
+
+func (a addrAdapter) EnsureLink() error { return a.r.EnsureLink() }
+
+func (a addrAdapter) Apply(bind, unbind []netip.Addr) (int, map[netip.Addr]error) {
+	res := a.r.Apply(bind, unbind)
+	return res.Writes, res.Errors
+}
+
+func (a addrAdapter) Resync(desired map[netip.Addr]bool) (int, map[netip.Addr]error, error) {
+	res := a.r.Resync(desired)
+	return res.Writes, res.Errors, res.Err
+}
+
+func (a addrAdapter) Bound() map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, x := range a.r.Addresses() {
+		m[x] = true
+	}
+	return m
+}
+
+func (a addrAdapter) Writes() uint64 { return a.r.Writes() }

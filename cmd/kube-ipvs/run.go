@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/manifests"
+	"github.com/kube-ipvs/kube-ipvs/nodeaddr"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
+)
+
+// runOptions are the flags of `kube-ipvs run`.
+type runOptions struct {
+	kubeconfig        string
+	manifests         string
+	hostname          string
+	scheduler         string
+	syncPeriod        time.Duration
+	minSyncPeriod     time.Duration
+	nodePortAddresses []string
+	nodePortRange     string
+	dummyInterface    string
+	once              bool
+	logLevel          string
+}
+
+func runFlags(o *runOptions) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: none, which means the in-cluster configuration)")
+	fs.StringVar(&o.manifests, "manifests", "", "run without a cluster: read Service, EndpointSlice and Node objects from this YAML/JSON file or folder, re-read on SIGHUP (default: none, watch the API server)")
+	fs.StringVar(&o.hostname, "hostname-override", "", "this node's name, as in its Node object and endpoints' nodeName (default: the host name)")
+	fs.StringVar(&o.scheduler, "scheduler", "rr", "default IPVS scheduler for Services without the "+proxy.AnnotationScheduler+" annotation: "+strings.Join(proxy.Schedulers(), ", "))
+	fs.DurationVar(&o.syncPeriod, "sync-period", 30*time.Second, "how often the kernel state is compared with the desired state and repaired")
+	fs.DurationVar(&o.minSyncPeriod, "min-sync-period", time.Second, "shortest time between two syncs; changes arriving faster are applied together")
+	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", nil, "CIDRs whose node addresses get NodePort virtual servers, comma-separated (default: every address except loopback, link-local and the dummy interface's)")
+	fs.StringVar(&o.nodePortRange, "service-node-port-range", "30000-32767", "the cluster's NodePort range; NodePort virtual servers on node IPs inside it are the proxy's own")
+	fs.StringVar(&o.dummyInterface, "dummy-interface", "kube-ipvs0", "the dummy interface that holds the Service addresses")
+	fs.BoolVar(&o.once, "once", false, "sync once, then exit 0 on success or 1 on failure")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	documentZeroDefaults(fs)
+	return fs
+}
+
+// documentZeroDefaults makes --help state every flag's default: pflag omits defaults that
+// are the zero value (false, empty), and an operator should not have to guess them.
+func documentZeroDefaults(fs *pflag.FlagSet) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		switch f.DefValue {
+		case "false":
+			f.Usage += " (default false)"
+		case "", "[]":
+			if !strings.Contains(f.Usage, "(default") {
+				f.Usage += " (default: none)"
+			}
+		}
+	})
+}
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	var o runOptions
+	fs := runFlags(&o)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage: kube-ipvs run [flags]\n\nRuns the service proxy: watches Services, EndpointSlices and this Node and programs IPVS.\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kube-ipvs run: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	log, err := newLogger(stderr, o.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs run: %v\n", err)
+		return 2
+	}
+	cfg, err := o.controllerConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs run: %v\n", err)
+		return 2
+	}
+	if err := serve(o, cfg, log); err != nil {
+		log.Error("kube-ipvs stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %v", err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func (o *runOptions) controllerConfig() (controller.Config, error) {
+	cfg := controller.Config{
+		NodeName:         o.hostname,
+		DefaultScheduler: o.scheduler,
+		SyncPeriod:       o.syncPeriod,
+		MinSyncPeriod:    o.minSyncPeriod,
+	}
+	if cfg.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return cfg, fmt.Errorf("--hostname-override is empty and the host name is unknown: %v", err)
+		}
+		cfg.NodeName = strings.ToLower(h)
+	}
+	if !slices.Contains(proxy.Schedulers(), o.scheduler) {
+		return cfg, fmt.Errorf("--scheduler=%q: not an IPVS scheduler; use one of %s", o.scheduler, strings.Join(proxy.Schedulers(), ", "))
+	}
+	if o.syncPeriod <= 0 {
+		return cfg, fmt.Errorf("--sync-period=%s: must be positive", o.syncPeriod)
+	}
+	if o.minSyncPeriod < 0 || o.minSyncPeriod > o.syncPeriod {
+		return cfg, fmt.Errorf("--min-sync-period=%s: must be between 0 and --sync-period", o.minSyncPeriod)
+	}
+	for _, c := range o.nodePortAddresses {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return cfg, fmt.Errorf("--nodeport-addresses: %q is not a CIDR: %v", c, err)
+		}
+		cfg.NodePortAddresses = append(cfg.NodePortAddresses, p.Masked())
+	}
+	lo, hi, ok := strings.Cut(o.nodePortRange, "-")
+	l, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
+	h, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
+	if !ok || err1 != nil || err2 != nil || l == 0 || l > h {
+		return cfg, fmt.Errorf("--service-node-port-range=%q: want LOW-HIGH, e.g. 30000-32767", o.nodePortRange)
+	}
+	cfg.NodePortMin, cfg.NodePortMax = uint16(l), uint16(h)
+	return cfg, nil
+}
+
+// serve builds the source, the reconcilers and the controller, and runs until a signal.
+func serve(o runOptions, cfg controller.Config, log *slog.Logger) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+
+	client, reload, err := newSource(ctx, o, log)
+	if err != nil {
+		return err
+	}
+
+	ipvsR, err := newIPVS()
+	if err != nil {
+		return fmt.Errorf("IPVS: %w (is the ip_vs kernel module loaded?)", err)
+	}
+	addrR := newAddresses(o.dummyInterface)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartEventWatcher(func(e *corev1.Event) {
+		log.Info("event", "type", e.Type, "reason", e.Reason, "object",
+			e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name, "message", e.Message)
+	})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs", Host: cfg.NodeName})
+
+	hostAddrs := func() ([]netip.Addr, error) { return nodeaddr.List(o.dummyInterface) }
+	ctl, err := controller.New(cfg, client, ipvsR, addrR, hostAddrs, recorder, log)
+	if err != nil {
+		return err
+	}
+	if o.once {
+		return ctl.SyncOnce(ctx)
+	}
+	if reload != nil {
+		go reloadOnHUP(ctx, reload, log)
+	}
+	log.Info("kube-ipvs started", "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
+		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.manifests)
+	return ctl.Run(ctx)
+}
+
+// newSource returns the clientset the informers read: a real API server's, or a fake one
+// filled from --manifests (with a function that re-reads them).
+func newSource(ctx context.Context, o runOptions, log *slog.Logger) (kubernetes.Interface, func(), error) {
+	if o.manifests == "" {
+		rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		rc.UserAgent = "kube-ipvs/" + version
+		cs, err := kubernetes.NewForConfig(rc)
+		return cs, nil, err
+	}
+	cs := fake.NewClientset()
+	var current manifests.Objects
+	load := func() {
+		objs, err := manifests.Load(o.manifests)
+		if err != nil {
+			// Bad documents are named; everything that parsed still applies.
+			log.Error("manifests have errors; the valid objects are applied", "path", o.manifests, "err", err)
+		}
+		if objs == nil {
+			return
+		}
+		if err := manifests.Sync(ctx, cs, current, objs); err != nil {
+			log.Error("applying manifests", "path", o.manifests, "err", err)
+		}
+		current = objs
+		log.Info("manifests loaded", "path", o.manifests, "objects", len(objs))
+	}
+	load()
+	return cs, load, nil
+}
+
+func reloadOnHUP(ctx context.Context, reload func(), log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			log.Info("SIGHUP: re-reading manifests")
+			reload()
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRunHelpStatesEveryDefault(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runRun([]string{"--help"}, &out, &errb); code != 0 {
+		t.Fatalf("--help exited %d: %s", code, errb.String())
+	}
+	var o runOptions
+	fs := runFlags(&o)
+	lines := strings.Split(out.String(), "\n")
+	for _, name := range []string{"kubeconfig", "manifests", "hostname-override", "scheduler", "sync-period",
+		"min-sync-period", "nodeport-addresses", "service-node-port-range", "dummy-interface", "once", "log-level"} {
+		if fs.Lookup(name) == nil {
+			t.Errorf("flag --%s is not defined", name)
+			continue
+		}
+		found := false
+		for _, l := range lines {
+			if (strings.Contains(l, "--"+name+" ") || strings.Contains(l, "--"+name+"[")) && strings.Contains(l, "default") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("--help has no line for --%s stating its default:\n%s", name, out.String())
+		}
+	}
+}
+
+func TestRunFlagValidation(t *testing.T) {
+	cases := []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--scheduler", "fastest"}, `--scheduler="fastest": not an IPVS scheduler`},
+		{[]string{"--sync-period", "0s"}, "--sync-period=0s: must be positive"},
+		{[]string{"--min-sync-period", "1m", "--sync-period", "30s"}, "--min-sync-period=1m0s"},
+		{[]string{"--nodeport-addresses", "10.0.0.0/8,bogus"}, `--nodeport-addresses: "bogus" is not a CIDR`},
+		{[]string{"--service-node-port-range", "32767-30000"}, "--service-node-port-range"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+	}
+	for _, tc := range cases {
+		var out, errb bytes.Buffer
+		code := runRun(append(tc.args, "--hostname-override", "n"), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tc.wantErr) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errb.String(), tc.wantErr)
+		}
+	}
+}
+
+func TestRunConfigDefaults(t *testing.T) {
+	var o runOptions
+	fs := runFlags(&o)
+	if err := fs.Parse([]string{"--hostname-override", "n1", "--nodeport-addresses", "10.0.0.0/8"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.controllerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DefaultScheduler != "rr" || cfg.SyncPeriod != 30*time.Second || cfg.MinSyncPeriod != time.Second ||
+		cfg.NodePortMin != 30000 || cfg.NodePortMax != 32767 || len(cfg.NodePortAddresses) != 1 || cfg.NodeName != "n1" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+}
