@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -337,4 +338,40 @@ func TestConflictingVirtualServerGoesToFirstOwnerThenMoves(t *testing.T) {
 	if h.ipvs.vs[vsKey("198.51.100.7", 80)] == nil || !h.addrs.bound[netip.MustParseAddr("198.51.100.7")] {
 		t.Fatal("ns/two's external IP is not programmed")
 	}
+}
+
+// Changes arriving faster than MinSyncPeriod are applied together, not one sync each.
+func TestBurstOfChangesIsCoalesced(t *testing.T) {
+	h := newHarness(t)
+	h.c.cfg.MinSyncPeriod = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = h.c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	h.waitStats(func(s Stats) bool { return s.TotalSyncs >= 1 }) // the initial full sync
+	for i := 0; i < 20; i++ {
+		s := service("burst"+string(rune('a'+i)), "10.96.9."+strconv.Itoa(i+1), nil)
+		if _, err := h.client.CoreV1().Services("ns").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := h.waitStats(func(s Stats) bool { return s.VirtualSrvrs == 20 })
+	// One full sync, then the burst in at most a few coalesced syncs (never 20).
+	if st.TotalSyncs > 4 {
+		t.Errorf("20 changes took %d syncs; they must be coalesced", st.TotalSyncs)
+	}
+}
+
+func (h *harness) waitStats(cond func(Stats) bool) Stats {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := h.c.Stats(); cond(s) {
+			return s
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out; last stats %+v", h.c.Stats())
+	return Stats{}
 }

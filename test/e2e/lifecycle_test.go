@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -92,7 +93,10 @@ func TestInvalidSchedulerAnnotation(t *testing.T) {
 		serviceYAML(svcOpts{name: "bad", clusterIP: "10.96.50.1", port: 80, targetPort: 8080, annotations: map[string]string{"kube-ipvs.io/scheduler": "fastest"}}),
 		sliceYAML("bad", "bad-1", "TCP", 8080, "", eps("10.244.5.11", "10.244.5.12")...),
 		serviceYAML(svcOpts{name: "good", clusterIP: "10.96.50.2", port: 80, targetPort: 8080, annotations: map[string]string{"kube-ipvs.io/scheduler": "lc"}}),
-		sliceYAML("good", "good-1", "TCP", 8080, "", eps("10.244.5.11", "10.244.5.12")...))
+		sliceYAML("good", "good-1", "TCP", 8080, "", eps("10.244.5.11", "10.244.5.12")...),
+		// twos is a valid scheduler name, but Debian's 6.1 kernel ships no ip_vs_twos.
+		serviceYAML(svcOpts{name: "missing", clusterIP: "10.96.50.3", port: 80, targetPort: 8080, annotations: map[string]string{"kube-ipvs.io/scheduler": "twos"}}),
+		sliceYAML("missing", "missing-1", "TCP", 8080, "", eps("10.244.5.11")...))
 	p := startProxy(t, dir)
 	m := p.waitLog(`msg=event type=Warning reason=InvalidScheduler object="Service e2e/bad" message="((?:[^"\\]|\\.)*)"`)
 	if !strings.Contains(m[1], "fastest") || !strings.Contains(m[1], "rr") {
@@ -108,6 +112,56 @@ func TestInvalidSchedulerAnnotation(t *testing.T) {
 	if got := ask(t, cli, "10.96.50.2:80", 2); len(got) == 0 {
 		t.Errorf("the good Service does not answer")
 	}
+	if _, err := os.Stat("/lib/modules/" + kernelRelease(t) + "/kernel/net/netfilter/ipvs/ip_vs_twos.ko"); err == nil {
+		t.Logf("this kernel has ip_vs_twos; the kernel-missing scheduler case is not exercised")
+		return
+	}
+	p.waitLog(`msg=event type=Warning reason=SchedulerUnavailable object="Service e2e/missing"`)
+	eventually(t, 10*time.Second, "the Service asking for a missing scheduler to get rr", func() bool {
+		return strings.HasPrefix(vsBlock(t, "TCP", "10.96.50.3:80"), "TCP  10.96.50.3:80 rr")
+	})
+	if got := ask(t, cli, "10.96.50.3:80", 1); got["is1"] != 1 {
+		t.Errorf("the Service with a missing scheduler: %v", got)
+	}
+}
+
+// Changing the scheduler, its flags and affinity updates the virtual server in place: an
+// established connection survives.
+func TestSchedulerChangeInPlaceKeepsConnections(t *testing.T) {
+	dir := setupNode(t)
+	backends(t, "ip", 10, 2)
+	cli := client(t, "ipc", "10.244.9.10")
+	slice := sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.10.11", "10.244.10.12")...)
+	writeManifests(t, dir, "svc.yaml", serviceYAML(svcOpts{name: "web", clusterIP: "10.96.100.1", port: 80, targetPort: 8080}), slice)
+	p := startProxy(t, dir)
+	eventually(t, 20*time.Second, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.100.1:80")) == 2 })
+	conn, err := cli.DialTCP(netip.MustParseAddrPort("10.96.100.1:80"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	writeManifests(t, dir, "svc.yaml", serviceYAML(svcOpts{name: "web", clusterIP: "10.96.100.1", port: 80, targetPort: 8080, affinity: true,
+		annotations: map[string]string{"kube-ipvs.io/scheduler": "mh", "kube-ipvs.io/scheduler-flags": "mh-port"}}), slice)
+	p.reload()
+	eventually(t, 10*time.Second, "mh with mh-port and persistence", func() bool {
+		return strings.HasPrefix(vsBlock(t, "TCP", "10.96.100.1:80"), "TCP  10.96.100.1:80 mh (mh-port) persistent 300")
+	})
+	if !strings.Contains(p.Log(), "ipvs_writes=1 ") {
+		t.Errorf("the change was not a single in-place update:\n%s", p.Log())
+	}
+	if name, err := conn.Ask(); err != nil || name != conn.First {
+		t.Errorf("the established connection after the change answered %q, %v; want %q", name, err, conn.First)
+	}
+}
+
+func kernelRelease(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // kill -9 and restart: an established connection through the VIP keeps working and the first
@@ -161,6 +215,11 @@ func TestDriftIsRepaired(t *testing.T) {
 	if out, err := exec.Command("ipvsadm", "-C").CombinedOutput(); err != nil {
 		t.Fatalf("ipvsadm -C: %v %s", err, out)
 	}
+	// Meanwhile someone else adds a virtual server on an address that is not on kube-ipvs0:
+	// the repair must leave it alone.
+	if out, err := exec.Command("ipvsadm", "-A", "-t", "192.0.2.77:80", "-s", "wlc").CombinedOutput(); err != nil {
+		t.Fatalf("ipvsadm -A: %v %s", err, out)
+	}
 	if out, err := exec.Command("ip", "addr", "del", "10.96.70.1/32", "dev", "kube-ipvs0").CombinedOutput(); err != nil {
 		t.Fatalf("ip addr del: %v %s", err, out)
 	}
@@ -169,6 +228,9 @@ func TestDriftIsRepaired(t *testing.T) {
 	})
 	if got := ask(t, cli, "10.96.70.1:80", 1); got["dr1"] != 1 {
 		t.Errorf("after the repair: %v", got)
+	}
+	if !strings.HasPrefix(vsBlock(t, "TCP", "192.0.2.77:80"), "TCP  192.0.2.77:80 wlc") {
+		t.Errorf("a virtual server the proxy does not own was changed:\n%s", ipvsadm(t))
 	}
 }
 
