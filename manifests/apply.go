@@ -42,31 +42,27 @@ func Sync(ctx context.Context, cs kubernetes.Interface, prev, objs Objects) erro
 func upsert(ctx context.Context, cs kubernetes.Interface, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *corev1.Service:
-		c := cs.CoreV1().Services(o.Namespace)
-		if _, err := c.Create(ctx, o.DeepCopy(), metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-			_, err = c.Update(ctx, o.DeepCopy(), metav1.UpdateOptions{})
-			return err
-		} else {
-			return err
-		}
+		return createOrUpdate(ctx, cs.CoreV1().Services(o.Namespace), o.DeepCopy())
 	case *discoveryv1.EndpointSlice:
-		c := cs.DiscoveryV1().EndpointSlices(o.Namespace)
-		if _, err := c.Create(ctx, o.DeepCopy(), metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-			_, err = c.Update(ctx, o.DeepCopy(), metav1.UpdateOptions{})
-			return err
-		} else {
-			return err
-		}
+		return createOrUpdate(ctx, cs.DiscoveryV1().EndpointSlices(o.Namespace), o.DeepCopy())
 	case *corev1.Node:
-		c := cs.CoreV1().Nodes()
-		if _, err := c.Create(ctx, o.DeepCopy(), metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-			_, err = c.Update(ctx, o.DeepCopy(), metav1.UpdateOptions{})
-			return err
-		} else {
-			return err
-		}
+		return createOrUpdate(ctx, cs.CoreV1().Nodes(), o.DeepCopy())
 	}
 	return fmt.Errorf("unsupported object %T", obj)
+}
+
+// writer is the create and update half of a typed client-go client.
+type writer[T any] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+func createOrUpdate[T any](ctx context.Context, c writer[T], obj T) error {
+	_, err := c.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = c.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	return err
 }
 
 func remove(ctx context.Context, cs kubernetes.Interface, obj runtime.Object) error {

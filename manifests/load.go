@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -104,32 +105,32 @@ func loadFile(file string, objs Objects) []error {
 	return errs
 }
 
-// keyOf accepts the kinds the proxy reads and names them.
+// keyOf accepts the kinds the proxy reads and names them. Namespaced kinds without a
+// namespace get "default", as kubectl would give them.
 func keyOf(obj runtime.Object) (string, error) {
-	switch o := obj.(type) {
+	var kind string
+	namespaced := true
+	switch obj.(type) {
 	case *corev1.Service:
-		if o.Name == "" {
-			return "", errors.New("Service has no metadata.name")
-		}
-		if o.Namespace == "" {
-			o.Namespace = "default"
-		}
-		return "Service " + o.Namespace + "/" + o.Name, nil
+		kind = "Service"
 	case *discoveryv1.EndpointSlice:
-		if o.Name == "" {
-			return "", errors.New("EndpointSlice has no metadata.name")
-		}
-		if o.Namespace == "" {
-			o.Namespace = "default"
-		}
-		return "EndpointSlice " + o.Namespace + "/" + o.Name, nil
+		kind = "EndpointSlice"
 	case *corev1.Node:
-		if o.Name == "" {
-			return "", errors.New("Node has no metadata.name")
-		}
-		return "Node " + o.Name, nil
+		kind, namespaced = "Node", false
+	default:
+		return "", fmt.Errorf("kind %T is not one the proxy reads (Service, EndpointSlice, Node)", obj)
 	}
-	return "", fmt.Errorf("kind %T is not one the proxy reads (Service, EndpointSlice, Node)", obj)
+	m := obj.(metav1.Object)
+	if m.GetName() == "" {
+		return "", fmt.Errorf("%s has no metadata.name", kind)
+	}
+	if !namespaced {
+		return kind + " " + m.GetName(), nil
+	}
+	if m.GetNamespace() == "" {
+		m.SetNamespace("default")
+	}
+	return kind + " " + m.GetNamespace() + "/" + m.GetName(), nil
 }
 
 // describeRaw names the object in an undecodable document, when its metadata can be read.
