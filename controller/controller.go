@@ -32,6 +32,7 @@ import (
 type Controller struct {
 	cfg       Config
 	ipvs      IPVS
+	conntrack Conntrack
 	addrs     Addresses
 	hostAddrs func() ([]netip.Addr, error)
 	recorder  record.EventRecorder
@@ -44,16 +45,17 @@ type Controller struct {
 	nodes       corelisters.NodeLister
 	synced      []cache.InformerSynced
 
-	mu       sync.Mutex
-	dirty    map[model.ServiceName]bool
-	fullDue  bool
-	wake     chan struct{}
-	retryVS  map[model.VSKey]bool
-	retryIP  map[netip.Addr]bool
-	backoff  time.Duration
-	retryAt  time.Time
-	lastSync time.Time
-	lastFull time.Time
+	mu        sync.Mutex
+	dirty     map[model.ServiceName]bool
+	fullDue   bool
+	wake      chan struct{}
+	retryVS   map[model.VSKey]bool
+	retryIP   map[netip.Addr]bool
+	backoff   time.Duration
+	retryAt   time.Time
+	lastSync  time.Time
+	lastFull  time.Time
+	lastDrain time.Time
 
 	// Owned by the sync goroutine.
 	state       *desiredState
@@ -80,13 +82,13 @@ const sliceByService = "service"
 
 // New wires a controller to a clientset (a real one, or the fake one the manifest source
 // fills) and to the kernel reconcilers.
-func New(cfg Config, client kubernetes.Interface, ipvs IPVS, addrs Addresses,
+func New(cfg Config, client kubernetes.Interface, ipvs IPVS, addrs Addresses, ct Conntrack,
 	hostAddrs func() ([]netip.Addr, error), recorder record.EventRecorder, log *slog.Logger) (*Controller, error) {
 	if cfg.MaxRetryBackoff == 0 {
 		cfg.MaxRetryBackoff = time.Minute
 	}
 	c := &Controller{
-		cfg: cfg, ipvs: ipvs, addrs: addrs, hostAddrs: hostAddrs, recorder: recorder, log: log,
+		cfg: cfg, ipvs: ipvs, conntrack: ct, addrs: addrs, hostAddrs: hostAddrs, recorder: recorder, log: log,
 		dirty: map[model.ServiceName]bool{}, wake: make(chan struct{}, 1), fullDue: true,
 		retryVS: map[model.VSKey]bool{}, retryIP: map[netip.Addr]bool{},
 		state: newDesiredState(), unavailable: map[string]bool{}, problems: map[model.ServiceName]string{},
@@ -228,7 +230,17 @@ func (c *Controller) Run(ctx context.Context) error {
 		if pendingRetry || c.fullDue {
 			next = minTime(next, maxTime(c.retryAt, c.lastSync.Add(c.cfg.MinSyncPeriod)))
 		}
+		drainDue := time.Time{}
+		if c.ipvs.Draining() > 0 {
+			drainDue = c.lastDrain.Add(drainInterval)
+			next = minTime(next, drainDue)
+		}
 		c.mu.Unlock()
+
+		if !drainDue.IsZero() && !now.Before(drainDue) {
+			c.drain()
+			continue
+		}
 
 		if work {
 			_ = c.sync(full) // errors are logged and retried inside
@@ -243,6 +255,46 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		timer.Stop()
+	}
+}
+
+// drainInterval is how often draining real servers are checked for remaining connections.
+const drainInterval = time.Second
+
+// drain ends the drains whose connections are gone or whose time is up.
+func (c *Controller) drain() {
+	res := c.ipvs.Drain()
+	c.mu.Lock()
+	c.lastDrain = time.Now()
+	c.mu.Unlock()
+	c.afterIPVS(res)
+	for k, e := range res.Errors {
+		c.log.Error("checking a draining real server failed; will retry", "virtual_server", k, "err", e)
+	}
+	if res.Writes > 0 {
+		c.log.Info("drained real servers removed", "ipvs_writes", res.Writes, "still_draining", c.ipvs.Draining())
+	}
+}
+
+// afterIPVS cleans conntrack for UDP real servers that went away and for UDP virtual
+// servers that got their first real server.
+func (c *Controller) afterIPVS(res IPVSResult) {
+	if c.conntrack == nil {
+		return
+	}
+	for _, r := range res.RemovedUDP {
+		if n, err := c.conntrack.ClearRealServer(r.VS, r.RS); err != nil {
+			c.log.Warn("clearing conntrack entries of a removed UDP endpoint", "virtual_server", r.VS, "real_server", r.RS, "err", err)
+		} else if n > 0 {
+			c.log.Info("cleared conntrack entries of a removed UDP endpoint", "virtual_server", r.VS, "real_server", r.RS, "entries", n)
+		}
+	}
+	for _, vs := range res.FirstUDPReals {
+		if n, err := c.conntrack.ClearVirtualServer(vs); err != nil {
+			c.log.Warn("clearing stale conntrack entries of a UDP Service", "virtual_server", vs, "err", err)
+		} else if n > 0 {
+			c.log.Info("cleared stale conntrack entries of a UDP Service", "virtual_server", vs, "entries", n)
+		}
 	}
 }
 
@@ -445,8 +497,10 @@ func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, retryVS map[m
 	w, errs := c.addrs.Apply(bind, nil)
 	st.AddrWrites += w
 	mergeErrs(ipErrs, errs)
-	w, vsErrs := c.ipvs.Apply(vsChanges)
-	st.IPVSWrites += w
+	res := c.ipvs.Apply(vsChanges)
+	st.IPVSWrites += res.Writes
+	c.afterIPVS(res)
+	vsErrs := res.Errors
 	w, errs = c.addrs.Apply(nil, unbind)
 	st.AddrWrites += w
 	mergeErrs(ipErrs, errs)
@@ -499,12 +553,13 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 		}
 		return nodeIP[k.Addr] && k.Port >= c.cfg.NodePortMin && k.Port <= c.cfg.NodePortMax
 	}
-	w, vsErrs, err := c.ipvs.Resync(c.state.allVSes(), owned)
-	st.IPVSWrites += w
-	if err != nil {
-		err = fmt.Errorf("repairing IPVS: %w", err)
+	res := c.ipvs.Resync(c.state.allVSes(), owned)
+	st.IPVSWrites += res.Writes
+	c.afterIPVS(res)
+	if res.Err != nil {
+		err = fmt.Errorf("repairing IPVS: %w", res.Err)
 	}
-	return len(seen), vsErrs, ipErrs, err
+	return len(seen), res.Errors, ipErrs, err
 }
 
 // markDirtyLater queues a Service for the next sync (called from the sync goroutine).

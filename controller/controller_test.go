@@ -27,7 +27,7 @@ type fakeIPVS struct {
 	failNext map[model.VSKey]error
 }
 
-func (f *fakeIPVS) Apply(ch map[model.VSKey]*model.VirtualServer) (int, map[model.VSKey]error) {
+func (f *fakeIPVS) Apply(ch map[model.VSKey]*model.VirtualServer) IPVSResult {
 	w := 0
 	errs := map[model.VSKey]error{}
 	for k, v := range ch {
@@ -48,10 +48,13 @@ func (f *fakeIPVS) Apply(ch map[model.VSKey]*model.VirtualServer) (int, map[mode
 		}
 	}
 	f.writes += w
-	return w, errs
+	return IPVSResult{Writes: w, Errors: errs}
 }
 
-func (f *fakeIPVS) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) (int, map[model.VSKey]error, error) {
+func (f *fakeIPVS) Drain() IPVSResult { return IPVSResult{} }
+func (f *fakeIPVS) Draining() int     { return 0 }
+
+func (f *fakeIPVS) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) IPVSResult {
 	ch := map[model.VSKey]*model.VirtualServer{}
 	for k := range f.vs {
 		if desired[k] == nil && owned(k) {
@@ -61,8 +64,7 @@ func (f *fakeIPVS) Resync(desired map[model.VSKey]*model.VirtualServer, owned fu
 	for k, v := range desired {
 		ch[k] = v
 	}
-	w, errs := f.Apply(ch)
-	return w, errs, nil
+	return f.Apply(ch)
 }
 
 func (f *fakeIPVS) Writes() uint64 { return uint64(f.writes) }
@@ -155,7 +157,7 @@ func newHarness(t *testing.T) *harness {
 		recorder: record.NewFakeRecorder(100)}
 	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, MinSyncPeriod: 0, NodePortMin: 30000, NodePortMax: 32767}
 	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
-	c, err := New(cfg, h.client, h.ipvs, h.addrs, hostAddrs, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(cfg, h.client, h.ipvs, h.addrs, nil, hostAddrs, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,15 +6,41 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
+// IPVSResult reports one IPVS operation.
+type IPVSResult struct {
+	Writes int
+	Errors map[model.VSKey]error // per virtual server; the others were applied
+	Err    error                 // the whole operation failed (e.g. an untrusted dump)
+	// RemovedUDP are UDP real servers deleted: their conntrack entries must go.
+	RemovedUDP []RealServerRef
+	// FirstUDPReals are UDP virtual servers that got their first real server.
+	FirstUDPReals []model.VSKey
+}
+
+// RealServerRef names one real server of one virtual server.
+type RealServerRef struct {
+	VS model.VSKey
+	RS model.RSKey
+}
+
 // IPVS is the IPVS reconciler as the controller uses it (package ipvs, behind an adapter).
 type IPVS interface {
 	// Apply makes the given keys match (nil value: delete), from the reconciler's cache.
-	Apply(changes map[model.VSKey]*model.VirtualServer) (writes int, errs map[model.VSKey]error)
-	// Resync dumps the kernel and repairs every owned virtual server. err is set when the
-	// whole repair failed (e.g. the dump could not be trusted); errs per virtual server.
-	Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) (writes int, errs map[model.VSKey]error, err error)
+	Apply(changes map[model.VSKey]*model.VirtualServer) IPVSResult
+	// Resync dumps the kernel and repairs every owned virtual server.
+	Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) IPVSResult
+	// Drain deletes draining real servers whose connections ended or whose time is up.
+	Drain() IPVSResult
+	// Draining is the number of real servers draining.
+	Draining() int
 	// Writes is the cumulative number of kernel write calls.
 	Writes() uint64
+}
+
+// Conntrack deletes connection-tracking entries (package conntrack).
+type Conntrack interface {
+	ClearRealServer(vs model.VSKey, rs model.RSKey) (uint, error)
+	ClearVirtualServer(vs model.VSKey) (uint, error)
 }
 
 // Addresses is the kube-ipvs0 address reconciler (package dummyif, behind an adapter).

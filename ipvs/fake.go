@@ -25,6 +25,38 @@ type FakeKernel struct {
 	Fail func(op string, key model.VSKey) error
 	// MissingSchedulers lists schedulers this fake kernel does not have.
 	MissingSchedulers map[string]bool
+
+	conns map[model.VSKey]map[model.RSKey]uint32
+}
+
+// SetConnections sets the connection count Connections reports for a real server.
+func (f *FakeKernel) SetConnections(vs model.VSKey, rs model.RSKey, n uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conns == nil {
+		f.conns = map[model.VSKey]map[model.RSKey]uint32{}
+	}
+	if f.conns[vs] == nil {
+		f.conns[vs] = map[model.RSKey]uint32{}
+	}
+	f.conns[vs][rs] = n
+}
+
+func (f *FakeKernel) Connections(key model.VSKey) (map[model.RSKey]uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("conns", key, key.String()); err != nil {
+		return nil, err
+	}
+	vs, ok := f.vses[key]
+	if !ok {
+		return nil, fmt.Errorf("connections of %s: %w", key, ErrNotFound)
+	}
+	out := make(map[model.RSKey]uint32, len(vs.Reals))
+	for rs := range vs.Reals {
+		out[rs] = f.conns[key][rs]
+	}
+	return out, nil
 }
 
 // NewFakeKernel returns an empty fake kernel.

@@ -37,6 +37,11 @@ type Kernel interface {
 	UpdateDestination(vs model.VSKey, rs model.RSKey, weight uint32) error
 	// DelDestination removes a real server; ErrNotFound if it (or its virtual server) is absent.
 	DelDestination(vs model.VSKey, rs model.RSKey) error
+
+	// Connections reads, for each real server of a virtual server, its active plus inactive
+	// connections (one request; a read, not a write); ErrNotFound if the virtual server is
+	// absent.
+	Connections(vs model.VSKey) (map[model.RSKey]uint32, error)
 }
 
 // ErrNotFound is wrapped by Kernel errors about a virtual or real server that does not exist.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
@@ -202,6 +203,22 @@ func (k *netlinkKernel) DelDestination(vs model.VSKey, rs model.RSKey) error {
 	return nil
 }
 
+func (k *netlinkKernel) Connections(vs model.VSKey) (map[model.RSKey]uint32, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	dests, err := k.h.GetDestinations(service(vs, model.VSSpec{}))
+	if err != nil {
+		return nil, fmt.Errorf("read connections of %s: %w", vs, notFound(err, unix.ESRCH))
+	}
+	out := make(map[model.RSKey]uint32, len(dests))
+	for _, d := range dests {
+		if addr, ok := netip.AddrFromSlice(d.Address); ok {
+			out[model.RSKey{Addr: addr.Unmap(), Port: d.Port}] = uint32(d.ActiveConnections + d.InactiveConnections)
+		}
+	}
+	return out, nil
+}
+
 // serviceError maps the kernel's answer to creating or updating a service. ENOENT there
 // means the scheduler module could not be found (the service itself missing is ESRCH).
 func serviceError(op string, key model.VSKey, spec model.VSSpec, err error) error {
@@ -272,4 +289,44 @@ func keyOf(s *mobyipvs.Service) (model.VSKey, bool) {
 // specOf keeps the flags we manage: the kernel adds HASHED to every service.
 func specOf(s *mobyipvs.Service) model.VSSpec {
 	return model.VSSpec{Scheduler: s.SchedName, Flags: s.Flags & model.FlagsWeManage, Timeout: s.Timeout}
+}
+
+// Timeouts are IPVS's connection timeouts, as `ipvsadm --set tcp tcpfin udp` sets them. A
+// zero field leaves that timeout as it is.
+type Timeouts struct {
+	TCP, TCPFin, UDP time.Duration
+}
+
+// SetTimeouts sets the IPVS connection timeouts that are non-zero and reports whether it
+// wrote anything (nothing when they already match).
+func SetTimeouts(t Timeouts) (bool, error) {
+	if t == (Timeouts{}) {
+		return false, nil
+	}
+	h, err := mobyipvs.New("")
+	if err != nil {
+		return false, fmt.Errorf("open the IPVS netlink handle: %w", err)
+	}
+	defer h.Close()
+	cur, err := h.GetConfig()
+	if err != nil {
+		return false, fmt.Errorf("read IPVS timeouts: %w", err)
+	}
+	want := *cur
+	if t.TCP > 0 {
+		want.TimeoutTCP = t.TCP
+	}
+	if t.TCPFin > 0 {
+		want.TimeoutTCPFin = t.TCPFin
+	}
+	if t.UDP > 0 {
+		want.TimeoutUDP = t.UDP
+	}
+	if want == *cur {
+		return false, nil
+	}
+	if err := h.SetConfig(&want); err != nil {
+		return false, fmt.Errorf("set IPVS timeouts (tcp %s, tcpfin %s, udp %s): %w", want.TimeoutTCP, want.TimeoutTCPFin, want.TimeoutUDP, err)
+	}
+	return true, nil
 }

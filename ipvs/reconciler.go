@@ -19,6 +19,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
@@ -33,6 +34,18 @@ type Result struct {
 	// Err is set when the operation as a whole failed before writing anything, such as a
 	// Resync whose kernel dump failed or could not be trusted.
 	Err error
+	// RemovedUDP lists UDP real servers that were deleted: their conntrack entries should go
+	// too, or clients keep sending to a dead backend.
+	RemovedUDP []RealServerRef
+	// FirstUDPReals lists UDP virtual servers that went from no real server to some: stale
+	// conntrack entries for their address (from when packets had nowhere to go) should go.
+	FirstUDPReals []model.VSKey
+}
+
+// RealServerRef names one real server of one virtual server.
+type RealServerRef struct {
+	VS model.VSKey
+	RS model.RSKey
 }
 
 // Reconciler applies desired virtual servers to a Kernel. It is safe for concurrent use;
@@ -42,12 +55,44 @@ type Reconciler struct {
 	k       Kernel
 	applied map[model.VSKey]*model.VirtualServer // what the kernel has, as far as we know
 	writes  atomic.Uint64
+
+	// Graceful termination. A TCP real server that is no longer wanted first goes to weight
+	// 0 (no new connections) and is deleted when its connections reach 0 or its deadline
+	// passes. The state is rebuilt from the kernel by Resync (a weight-0 real server that is
+	// not wanted is draining), so it survives a restart.
+	drainTimeout time.Duration
+	now          func() time.Time
+	draining     map[model.VSKey]map[model.RSKey]time.Time // deadline per draining real server
+	wantSpec     map[model.VSKey]model.VSSpec              // the desired spec, before drain adjustments
 }
 
 // NewReconciler returns a Reconciler with an empty cache: call Resync first to adopt what the
-// kernel already has.
+// kernel already has. Without SetGracefulTermination, removed real servers are deleted at once.
 func NewReconciler(k Kernel) *Reconciler {
-	return &Reconciler{k: k, applied: map[model.VSKey]*model.VirtualServer{}}
+	return &Reconciler{k: k, applied: map[model.VSKey]*model.VirtualServer{}, now: time.Now,
+		draining: map[model.VSKey]map[model.RSKey]time.Time{}, wantSpec: map[model.VSKey]model.VSSpec{}}
+}
+
+// SetGracefulTermination makes removed TCP real servers drain at weight 0 for at most
+// timeout (0: delete at once). now is the clock (nil: time.Now).
+func (r *Reconciler) SetGracefulTermination(timeout time.Duration, now func() time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drainTimeout = timeout
+	if now != nil {
+		r.now = now
+	}
+}
+
+// Draining returns how many real servers are draining.
+func (r *Reconciler) Draining() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range r.draining {
+		n += len(m)
+	}
+	return n
 }
 
 // Writes returns the number of kernel write calls made so far.
@@ -128,16 +173,18 @@ func (r *Reconciler) apply(changes map[model.VSKey]*model.VirtualServer) Result 
 	}
 	sort.Slice(steps, func(i, j int) bool { return model.VSKeyLess(steps[i].key, steps[j].key) })
 
-	// 1. Create virtual servers, update specs, add real servers and change weights.
+	// 1. Create virtual servers, add real servers and change weights (including giving a
+	// draining real server that is wanted again its weight back).
 	for _, s := range steps {
 		if s.want != nil && !s.skip {
 			r.upsert(s, &res)
 		}
 	}
-	// 2. Remove real servers that are no longer wanted.
+	// 2. Retire real servers that are no longer wanted (drain or delete), with the spec
+	// updated in place first, so that sh and mh fall back before a weight goes to 0.
 	for _, s := range steps {
 		if s.want != nil && !s.skip {
-			r.removeStaleReals(s, &res)
+			r.retireReals(s, &res)
 		}
 	}
 	// 3. Delete virtual servers.
@@ -163,6 +210,7 @@ func (r *Reconciler) apply(changes map[model.VSKey]*model.VirtualServer) Result 
 }
 
 func (r *Reconciler) upsert(s *step, res *Result) {
+	r.wantSpec[s.key] = s.want.Spec
 	have := r.applied[s.key]
 	if have == nil {
 		if !r.write(s, res, r.k.NewService(s.key, s.want.Spec)) {
@@ -171,13 +219,12 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 		}
 		have = &model.VirtualServer{Key: s.key, Spec: s.want.Spec, Reals: map[model.RSKey]uint32{}}
 		r.applied[s.key] = have
-	} else if have.Spec != s.want.Spec {
-		// In place, never delete and re-create. If it fails (say the scheduler is missing),
-		// the real servers are still updated: endpoints must not wait for the spec.
-		if r.write(s, res, r.k.UpdateService(s.key, s.want.Spec)) {
-			have.Spec = s.want.Spec
-		}
+		delete(r.draining, s.key)
+	} else {
+		// A spec change is made in place, never by delete and re-create.
+		r.fixSpec(s, res)
 	}
+	hadReals := len(have.Reals) > 0
 	for _, rs := range sortedReals(s.want.Reals) {
 		w := s.want.Reals[rs]
 		cur, ok := have.Reals[rs]
@@ -191,26 +238,167 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 				have.Reals[rs] = w
 			}
 		}
+		if have.Reals[rs] == w {
+			r.stopDraining(s.key, rs)
+		}
+	}
+	if s.key.Proto == model.UDP && !hadReals && len(have.Reals) > 0 {
+		res.FirstUDPReals = append(res.FirstUDPReals, s.key)
 	}
 }
 
-func (r *Reconciler) removeStaleReals(s *step, res *Result) {
+// retireReals handles the real servers the kernel has but s no longer wants: TCP ones drain
+// at weight 0 when graceful termination is on, the rest are deleted. A drain that starts on
+// an sh or mh virtual server first sets the fallback flag (fixSpec), before any weight is 0.
+func (r *Reconciler) retireReals(s *step, res *Result) {
 	have := r.applied[s.key]
 	if have == nil {
 		return
 	}
+	var toDrain, toDelete []model.RSKey
 	for _, rs := range sortedReals(have.Reals) {
 		if _, ok := s.want.Reals[rs]; ok {
 			continue
 		}
-		err := r.k.DelDestination(s.key, rs)
-		if errors.Is(err, ErrNotFound) {
-			err = nil // already gone: that is what we wanted
-		}
-		if r.write(s, res, err) {
-			delete(have.Reals, rs)
+		switch {
+		case s.key.Proto != model.TCP || r.drainTimeout <= 0:
+			toDelete = append(toDelete, rs)
+		case have.Reals[rs] == 0:
+			// Already at weight 0: draining, possibly since before a restart.
+			r.startDraining(s.key, rs)
+		default:
+			toDrain = append(toDrain, rs)
 		}
 	}
+	for _, rs := range toDrain {
+		r.startDraining(s.key, rs)
+	}
+	r.fixSpec(s, res)
+	for _, rs := range toDrain {
+		if r.write(s, res, r.k.UpdateDestination(s.key, rs, 0)) {
+			have.Reals[rs] = 0
+		} else {
+			r.stopDraining(s.key, rs)
+		}
+	}
+	for _, rs := range toDelete {
+		r.deleteReal(s, res, have, rs)
+	}
+}
+
+// fixSpec updates the virtual server's spec in place when it differs from the effective one.
+// If it fails (say the scheduler is missing), the real servers are still updated: endpoints
+// must not wait for the spec.
+func (r *Reconciler) fixSpec(s *step, res *Result) {
+	have := r.applied[s.key]
+	want := r.effectiveSpec(s.key)
+	if have == nil || have.Spec == want {
+		return
+	}
+	if r.write(s, res, r.k.UpdateService(s.key, want)) {
+		have.Spec = want
+	}
+}
+
+// effectiveSpec is the desired spec adjusted for draining: sh and mh pick a bucket's real
+// server even at weight 0 unless their fallback flag is set, so while any real server drains
+// the flag is forced on (kubernetes PR #138688), and the user's flags return afterwards.
+func (r *Reconciler) effectiveSpec(key model.VSKey) model.VSSpec {
+	spec := r.wantSpec[key]
+	if len(r.draining[key]) > 0 && (spec.Scheduler == "sh" || spec.Scheduler == "mh") {
+		spec.Flags |= model.FlagSchedFallbk
+	}
+	return spec
+}
+
+func (r *Reconciler) startDraining(vs model.VSKey, rs model.RSKey) {
+	if r.draining[vs] == nil {
+		r.draining[vs] = map[model.RSKey]time.Time{}
+	}
+	if _, ok := r.draining[vs][rs]; !ok {
+		r.draining[vs][rs] = r.now().Add(r.drainTimeout)
+	}
+}
+
+func (r *Reconciler) stopDraining(vs model.VSKey, rs model.RSKey) {
+	if m := r.draining[vs]; m != nil {
+		delete(m, rs)
+		if len(m) == 0 {
+			delete(r.draining, vs)
+		}
+	}
+}
+
+func (r *Reconciler) deleteReal(s *step, res *Result, have *model.VirtualServer, rs model.RSKey) {
+	err := r.k.DelDestination(s.key, rs)
+	if errors.Is(err, ErrNotFound) {
+		err = nil // already gone: that is what we wanted
+	}
+	if r.write(s, res, err) {
+		delete(have.Reals, rs)
+		r.stopDraining(s.key, rs)
+		if s.key.Proto == model.UDP {
+			res.RemovedUDP = append(res.RemovedUDP, RealServerRef{VS: s.key, RS: rs})
+		}
+	}
+}
+
+// Drain deletes draining real servers whose connections reached 0 or whose deadline passed,
+// and restores the user's spec on virtual servers that finished draining. It reads only the
+// virtual servers that drain (one request each), so its cost follows the number of draining
+// virtual servers, not the cluster's size.
+func (r *Reconciler) Drain() Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := Result{}
+	now := r.now()
+	keys := make([]model.VSKey, 0, len(r.draining))
+	for k := range r.draining {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return model.VSKeyLess(keys[i], keys[j]) })
+	for _, key := range keys {
+		s := &step{key: key}
+		have := r.applied[key]
+		conns, err := r.k.Connections(key)
+		if errors.Is(err, ErrNotFound) || have == nil {
+			delete(r.draining, key)
+			continue
+		}
+		if err != nil {
+			s.errs = append(s.errs, err)
+		} else {
+			for _, rs := range sortedRealsByTime(r.draining[key]) {
+				n, present := conns[rs]
+				switch {
+				case !present:
+					delete(have.Reals, rs)
+					r.stopDraining(key, rs)
+				case n == 0 || !now.Before(r.draining[key][rs]):
+					r.deleteReal(s, &res, have, rs)
+				}
+			}
+			if _, still := r.draining[key]; !still {
+				r.fixSpec(s, &res)
+			}
+		}
+		if len(s.errs) > 0 {
+			if res.Errors == nil {
+				res.Errors = map[model.VSKey]error{}
+			}
+			res.Errors[key] = errors.Join(s.errs...)
+		}
+	}
+	return res
+}
+
+func sortedRealsByTime(m map[model.RSKey]time.Time) []model.RSKey {
+	keys := make([]model.RSKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return model.RSKeyLess(keys[i], keys[j]) })
+	return keys
 }
 
 func (r *Reconciler) remove(s *step, res *Result) {
@@ -223,6 +411,8 @@ func (r *Reconciler) remove(s *step, res *Result) {
 	}
 	if r.write(s, res, err) {
 		delete(r.applied, s.key)
+		delete(r.draining, s.key)
+		delete(r.wantSpec, s.key)
 	}
 }
 

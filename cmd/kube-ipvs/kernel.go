@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
@@ -15,25 +16,35 @@ import (
 
 type ipvsAdapter struct{ r *ipvs.Reconciler }
 
-func newIPVS() (controller.IPVS, error) {
+func newIPVS(drainTimeout time.Duration) (controller.IPVS, error) {
 	k, err := ipvs.NewKernel()
 	if err != nil {
 		return nil, err
 	}
-	return ipvsAdapter{ipvs.NewReconciler(k)}, nil
+	r := ipvs.NewReconciler(k)
+	r.SetGracefulTermination(drainTimeout, nil)
+	return ipvsAdapter{r}, nil
 }
 
-func (a ipvsAdapter) Apply(ch map[model.VSKey]*model.VirtualServer) (int, map[model.VSKey]error) {
-	res := a.r.Apply(ch)
-	return res.Writes, wrapSchedErrs(res.Errors)
+func (a ipvsAdapter) Apply(ch map[model.VSKey]*model.VirtualServer) controller.IPVSResult {
+	return convert(a.r.Apply(ch))
 }
 
-func (a ipvsAdapter) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) (int, map[model.VSKey]error, error) {
-	res := a.r.Resync(desired, owned)
-	return res.Writes, wrapSchedErrs(res.Errors), res.Err
+func (a ipvsAdapter) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) controller.IPVSResult {
+	return convert(a.r.Resync(desired, owned))
 }
 
-func (a ipvsAdapter) Writes() uint64 { return a.r.Writes() }
+func (a ipvsAdapter) Drain() controller.IPVSResult { return convert(a.r.Drain()) }
+func (a ipvsAdapter) Draining() int                { return a.r.Draining() }
+func (a ipvsAdapter) Writes() uint64               { return a.r.Writes() }
+
+func convert(r ipvs.Result) controller.IPVSResult {
+	out := controller.IPVSResult{Writes: r.Writes, Errors: wrapSchedErrs(r.Errors), Err: r.Err, FirstUDPReals: r.FirstUDPReals}
+	for _, x := range r.RemovedUDP {
+		out.RemovedUDP = append(out.RemovedUDP, controller.RealServerRef{VS: x.VS, RS: x.RS})
+	}
+	return out
+}
 
 // schedErr lets the controller recognise a missing scheduler without importing package ipvs.
 type schedErr struct {

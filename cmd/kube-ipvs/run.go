@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -24,10 +25,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kube-ipvs/kube-ipvs/conntrack"
 	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/nodeaddr"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
+	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
 // runOptions are the flags of `kube-ipvs run`.
@@ -43,6 +47,11 @@ type runOptions struct {
 	dummyInterface    string
 	once              bool
 	logLevel          string
+	drainTimeout      time.Duration
+	tcpTimeout        time.Duration
+	tcpFinTimeout     time.Duration
+	udpTimeout        time.Duration
+	strictARP         bool
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
@@ -57,6 +66,11 @@ func runFlags(o *runOptions) *pflag.FlagSet {
 	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", nil, "CIDRs whose node addresses get NodePort virtual servers, comma-separated (default: every address except loopback, link-local and the dummy interface's)")
 	fs.StringVar(&o.nodePortRange, "service-node-port-range", "30000-32767", "the cluster's NodePort range; NodePort virtual servers on node IPs inside it are the proxy's own")
 	fs.StringVar(&o.dummyInterface, "dummy-interface", "kube-ipvs0", "the dummy interface that holds the Service addresses")
+	fs.DurationVar(&o.drainTimeout, "graceful-termination-timeout", 30*time.Second, "how long a removed TCP endpoint keeps its open connections at weight 0 before it is deleted (0: delete at once)")
+	fs.DurationVar(&o.tcpTimeout, "ipvs-tcp-timeout", 0, "IPVS timeout of idle established TCP connections, as ipvsadm --set (0: leave the kernel's)")
+	fs.DurationVar(&o.tcpFinTimeout, "ipvs-tcpfin-timeout", 0, "IPVS timeout of TCP connections after a FIN, as ipvsadm --set (0: leave the kernel's)")
+	fs.DurationVar(&o.udpTimeout, "ipvs-udp-timeout", 0, "IPVS timeout of UDP flows, as ipvsadm --set (0: leave the kernel's)")
+	fs.BoolVar(&o.strictARP, "strict-arp", false, "set arp_ignore=1 and arp_announce=2 so the node never answers ARP for Service VIPs (needed by MetalLB)")
 	fs.BoolVar(&o.once, "once", false, "sync once, then exit 0 on success or 1 on failure")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	documentZeroDefaults(fs)
@@ -68,8 +82,8 @@ func runFlags(o *runOptions) *pflag.FlagSet {
 func documentZeroDefaults(fs *pflag.FlagSet) {
 	fs.VisitAll(func(f *pflag.Flag) {
 		switch f.DefValue {
-		case "false":
-			f.Usage += " (default false)"
+		case "false", "0", "0s":
+			f.Usage += " (default " + f.DefValue + ")"
 		case "", "[]":
 			if !strings.Contains(f.Usage, "(default") {
 				f.Usage += " (default: none)"
@@ -170,10 +184,11 @@ func serve(o runOptions, cfg controller.Config, log *slog.Logger) error {
 		return err
 	}
 
-	ipvsR, err := newIPVS()
+	ipvsR, err := newIPVS(o.drainTimeout)
 	if err != nil {
 		return fmt.Errorf("IPVS: %w (is the ip_vs kernel module loaded?)", err)
 	}
+	applyKernelSettings(o, log)
 	addrR := newAddresses(o.dummyInterface)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -186,7 +201,7 @@ func serve(o runOptions, cfg controller.Config, log *slog.Logger) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs", Host: cfg.NodeName})
 
 	hostAddrs := func() ([]netip.Addr, error) { return nodeaddr.List(o.dummyInterface) }
-	ctl, err := controller.New(cfg, client, ipvsR, addrR, hostAddrs, recorder, log)
+	ctl, err := controller.New(cfg, client, ipvsR, addrR, conntrack.Cleaner{}, hostAddrs, recorder, log)
 	if err != nil {
 		return err
 	}
@@ -199,6 +214,29 @@ func serve(o runOptions, cfg controller.Config, log *slog.Logger) error {
 	log.Info("kube-ipvs started", "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
 		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.manifests)
 	return ctl.Run(ctx)
+}
+
+// applyKernelSettings sets the sysctls and IPVS timeouts the proxy needs. A failure is logged
+// with the setting and what breaks without it; the proxy still runs, since most Services
+// work without the failed setting and a retry at the next start may succeed.
+func applyKernelSettings(o runOptions, log *slog.Logger) {
+	var uts unix.Utsname
+	release := ""
+	if unix.Uname(&uts) == nil {
+		release = unix.ByteSliceToString(uts.Release[:])
+	}
+	changed, err := sysctl.Apply(sysctl.ForProxy(release, sysctl.Options{StrictARP: o.strictARP}))
+	for _, s := range changed {
+		log.Info("sysctl set", "name", s.Name, "value", s.Value, "why", s.Why)
+	}
+	if err != nil {
+		log.Error("setting kernel parameters failed", "err", err)
+	}
+	if set, err := ipvs.SetTimeouts(ipvs.Timeouts{TCP: o.tcpTimeout, TCPFin: o.tcpFinTimeout, UDP: o.udpTimeout}); err != nil {
+		log.Error("setting IPVS timeouts failed", "err", err)
+	} else if set {
+		log.Info("IPVS timeouts set", "tcp", o.tcpTimeout, "tcpfin", o.tcpFinTimeout, "udp", o.udpTimeout)
+	}
 }
 
 // newSource returns the clientset the informers read: a real API server's, or a fake one

@@ -196,6 +196,29 @@ func realServers(block string) int {
 	return strings.Count(block, "  -> ")
 }
 
+// weights maps each real server ("10.244.1.11:8080") of a virtual server block to its weight.
+func weights(block string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(block, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[0] == "->" {
+			m[f[1]] = f[3]
+		}
+	}
+	return m
+}
+
+// activeReals counts the real servers with a weight above 0 (not draining).
+func activeReals(block string) int {
+	n := 0
+	for _, w := range weights(block) {
+		if w != "0" {
+			n++
+		}
+	}
+	return n
+}
+
 // dummyAddrs lists kube-ipvs0's addresses.
 func dummyAddrs(t *testing.T) map[string]bool {
 	t.Helper()

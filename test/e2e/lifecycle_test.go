@@ -47,8 +47,8 @@ func TestEndpointChangesAndServiceDeletion(t *testing.T) {
 		got := ask(t, cli, "10.96.30.1:80", 4)
 		return got["ec3"] == 4
 	})
-	if n := realServers(vsBlock(t, "TCP", "10.96.30.1:80")); n != 1 {
-		t.Errorf("virtual server has %d real servers, want 1:\n%s", n, ipvsadm(t))
+	if n := activeReals(vsBlock(t, "TCP", "10.96.30.1:80")); n != 1 {
+		t.Errorf("virtual server has %d real servers taking traffic, want 1:\n%s", n, ipvsadm(t))
 	}
 
 	// Deleted: no virtual server, no address; the other Service is untouched.

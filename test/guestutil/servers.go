@@ -193,3 +193,48 @@ func (c *Conn) Ask() (string, error) {
 
 // Close closes the connection.
 func (c *Conn) Close() error { return c.c.Close() }
+
+// Reset closes the connection with a TCP RST instead of a FIN (SO_LINGER 0), so it leaves no
+// TIME_WAIT state behind.
+func (c *Conn) Reset() error {
+	if tc, ok := c.c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	return c.c.Close()
+}
+
+// UDPSocket is one client UDP socket: every datagram has the same source port, as a
+// long-lived UDP client's would.
+type UDPSocket struct {
+	c *net.UDPConn
+}
+
+// DialUDP opens a UDP socket in the pod, connected to addr.
+func (p *Pod) DialUDP(addr netip.AddrPort) (*UDPSocket, error) {
+	var c *net.UDPConn
+	err := p.Do(func() (err error) {
+		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &UDPSocket{c: c}, nil
+}
+
+// Ask sends one datagram and returns the first line of the answer.
+func (s *UDPSocket) Ask() (string, error) {
+	_ = s.c.SetDeadline(time.Now().Add(askTimeout))
+	if _, err := s.c.Write([]byte("who\n")); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 1500)
+	n, err := s.c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(buf[:n])), nil
+}
+
+// Close closes the socket.
+func (s *UDPSocket) Close() error { return s.c.Close() }

@@ -1,0 +1,69 @@
+package sysctl
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestForProxyByKernelVersion(t *testing.T) {
+	has := func(s []Setting, name string) bool {
+		for _, x := range s {
+			if x.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	cases := []struct {
+		release   string
+		reuseZero bool
+	}{
+		{"3.10.0-1160.el7.x86_64", false},
+		{"4.1.0", true},
+		{"4.19.0-21-amd64", true},
+		{"5.8.18", true},
+		{"5.9.0", false},
+		{"6.1.0-57-amd64", false},
+		{"garbage", false},
+	}
+	for _, c := range cases {
+		if got := has(ForProxy(c.release, Options{}), "net.ipv4.vs.conn_reuse_mode"); got != c.reuseZero {
+			t.Errorf("%s: conn_reuse_mode set = %v, want %v", c.release, got, c.reuseZero)
+		}
+	}
+	s := ForProxy("6.1.0", Options{StrictARP: true})
+	if !has(s, "net.ipv4.conf.all.arp_ignore") || !has(s, "net.ipv4.conf.all.arp_announce") {
+		t.Error("strict ARP settings missing")
+	}
+	if has(ForProxy("6.1.0", Options{}), "net.ipv4.conf.all.arp_ignore") {
+		t.Error("arp_ignore set without --strict-arp")
+	}
+}
+
+func TestApplyWritesOnlyWhatDiffersAndNamesFailures(t *testing.T) {
+	Root = t.TempDir()
+	defer func() { Root = "/proc/sys" }()
+	mk := func(name, v string) {
+		p := path(name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(v+"\n"), 0o644)
+	}
+	mk("net.ipv4.ip_forward", "1")
+	mk("net.ipv4.vs.conntrack", "0")
+	changed, err := Apply([]Setting{
+		{"net.ipv4.ip_forward", "1", "a"},
+		{"net.ipv4.vs.conntrack", "1", "b"},
+		{"net.ipv4.missing/dir.x", "1", "needed for c"},
+	})
+	if len(changed) != 1 || changed[0].Name != "net.ipv4.vs.conntrack" {
+		t.Errorf("changed %v, want only vs.conntrack", changed)
+	}
+	if err == nil || !strings.Contains(err.Error(), "net.ipv4.missing/dir.x=1 (needed for c)") {
+		t.Errorf("error %v must name the failed sysctl and why", err)
+	}
+	if v, _ := Get("net.ipv4.vs.conntrack"); v != "1" {
+		t.Errorf("vs.conntrack = %q", v)
+	}
+}
