@@ -57,7 +57,14 @@ type Controller struct {
 	lastFull  time.Time
 	lastDrain time.Time
 
-	// Owned by the sync goroutine.
+	obs Observers
+	// triggers are EndpointSlice change times per Service not yet programmed (guarded by mu).
+	triggers map[model.ServiceName][]string
+
+	// Owned by the sync goroutine; stateMu guards state against readers on other goroutines
+	// (metrics scrapes), and is written only by the sync goroutine.
+	stateMu     sync.RWMutex
+	healthErr   map[model.ServiceName]string
 	state       *desiredState
 	unavailable map[string]bool
 	problems    map[model.ServiceName]string
@@ -83,7 +90,7 @@ const sliceByService = "service"
 // New wires a controller to a clientset (a real one, or the fake one the manifest source
 // fills) and to the kernel reconcilers.
 func New(cfg Config, client kubernetes.Interface, ipvs IPVS, addrs Addresses, ct Conntrack,
-	hostAddrs func() ([]netip.Addr, error), recorder record.EventRecorder, log *slog.Logger) (*Controller, error) {
+	hostAddrs func() ([]netip.Addr, error), recorder record.EventRecorder, obs Observers, log *slog.Logger) (*Controller, error) {
 	if cfg.MaxRetryBackoff == 0 {
 		cfg.MaxRetryBackoff = time.Minute
 	}
@@ -92,6 +99,7 @@ func New(cfg Config, client kubernetes.Interface, ipvs IPVS, addrs Addresses, ct
 		dirty: map[model.ServiceName]bool{}, wake: make(chan struct{}, 1), fullDue: true,
 		retryVS: map[model.VSKey]bool{}, retryIP: map[netip.Addr]bool{},
 		state: newDesiredState(), unavailable: map[string]bool{}, problems: map[model.ServiceName]string{},
+		obs: obs, triggers: map[model.ServiceName][]string{}, healthErr: map[model.ServiceName]string{},
 	}
 	c.factory = informers.NewSharedInformerFactory(client, 0)
 	svcInf := c.factory.Core().V1().Services()
@@ -156,7 +164,9 @@ func (c *Controller) onSlice(obj any) {
 	}
 	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		if svc := s.Labels[discoveryv1.LabelServiceName]; svc != "" {
-			c.markDirty(model.ServiceName{Namespace: s.Namespace, Name: svc})
+			name := model.ServiceName{Namespace: s.Namespace, Name: svc}
+			c.noteSliceChange(s, name)
+			c.markDirty(name)
 		}
 	}
 }
@@ -166,6 +176,13 @@ func (c *Controller) onNode(obj any) {
 		obj = d.Obj
 	}
 	if n, ok := obj.(*corev1.Node); ok && n.Name == c.cfg.NodeName {
+		// Handlers run after the informer's store changed: a node missing there was deleted.
+		if c.nodeGone(n) {
+			c.noteNode(nil)
+		} else {
+			c.noteNode(n)
+		}
+		c.noteQueued(time.Now())
 		// The zone or addresses may have changed: every Service is recomputed.
 		c.mu.Lock()
 		c.fullDue = true
@@ -174,7 +191,14 @@ func (c *Controller) onNode(obj any) {
 	}
 }
 
+// nodeGone reports whether the node object is no longer in the informer (it was deleted).
+func (c *Controller) nodeGone(n *corev1.Node) bool {
+	_, err := c.nodes.Get(n.Name)
+	return err != nil
+}
+
 func (c *Controller) markDirty(name model.ServiceName) {
+	c.noteQueued(time.Now())
 	c.mu.Lock()
 	c.dirty[name] = true
 	c.mu.Unlock()
@@ -279,6 +303,7 @@ func (c *Controller) drain() {
 // afterIPVS cleans conntrack for UDP real servers that went away and for UDP virtual
 // servers that got their first real server.
 func (c *Controller) afterIPVS(res IPVSResult) {
+	c.noteIPVS(res)
 	if c.conntrack == nil {
 		return
 	}
@@ -314,6 +339,8 @@ func (c *Controller) sync(full bool) error {
 	c.dirty = map[model.ServiceName]bool{}
 	retryVS, retryIP := c.retryVS, c.retryIP
 	c.retryVS, c.retryIP = map[model.VSKey]bool{}, map[netip.Addr]bool{}
+	triggers := c.triggers
+	c.triggers = map[model.ServiceName][]string{}
 	if full {
 		c.fullDue = false
 	}
@@ -367,6 +394,7 @@ func (c *Controller) sync(full bool) error {
 	c.stats = st
 	c.mu.Unlock()
 
+	c.noteSync(full, st, err != nil, start, triggers)
 	c.log.Info("sync done", "full", st.Full, "services", st.Services, "ipvs_writes", st.IPVSWrites,
 		"addr_writes", st.AddrWrites, "errors", st.Errors, "virtual_servers", st.VirtualSrvrs, "took", st.Duration.Round(time.Microsecond))
 	if err != nil {
@@ -451,6 +479,9 @@ func (c *Controller) reportProblems(svc *corev1.Service, name model.ServiceName,
 	c.problems[name] = sig
 	for _, p := range st.Reasons {
 		c.log.Warn("service problem", "service", name, "reason", p.Reason, "message", p.Message)
+		if c.obs.Metrics != nil {
+			c.obs.Metrics.InvalidAnnotation(p.Reason)
+		}
 		if c.recorder != nil {
 			c.recorder.Event(svc, corev1.EventTypeWarning, p.Reason, p.Message)
 		}
@@ -465,7 +496,7 @@ func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, retryVS map[m
 	vsChanges := map[model.VSKey]*model.VirtualServer{}
 	var bind, unbind []netip.Addr
 	for _, name := range sortedNames(dirty) {
-		ch := c.state.update(name, c.build(name, pcfg))
+		ch := c.updateState(name, c.build(name, pcfg))
 		for k, v := range ch.vs {
 			vsChanges[k] = v
 		}
@@ -494,16 +525,16 @@ func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, retryVS map[m
 	ipErrs := map[netip.Addr]error{}
 	// Order: addresses first, then virtual servers, then address removals, so no packet
 	// meets a virtual server whose address is not local yet.
-	w, errs := c.addrs.Apply(bind, nil)
-	st.AddrWrites += w
-	mergeErrs(ipErrs, errs)
+	ar := c.addrs.Apply(bind, nil)
+	c.noteAddrs(ar, st)
+	mergeErrs(ipErrs, ar.Errors)
 	res := c.ipvs.Apply(vsChanges)
 	st.IPVSWrites += res.Writes
 	c.afterIPVS(res)
 	vsErrs := res.Errors
-	w, errs = c.addrs.Apply(nil, unbind)
-	st.AddrWrites += w
-	mergeErrs(ipErrs, errs)
+	ar = c.addrs.Apply(nil, unbind)
+	c.noteAddrs(ar, st)
+	mergeErrs(ipErrs, ar.Errors)
 	return len(dirty), vsErrs, ipErrs
 }
 
@@ -526,21 +557,21 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 	}
 	for name := range c.state.services {
 		if !seen[name] {
-			c.state.update(name, nil)
+			c.updateState(name, nil)
 		}
 	}
 	for _, name := range sortedNames(seen) {
-		for _, r := range c.state.update(name, c.build(name, pcfg)).requeue {
+		for _, r := range c.updateState(name, c.build(name, pcfg)).requeue {
 			c.markDirtyLater(r)
 		}
 	}
 
 	ipErrs := map[netip.Addr]error{}
-	w, errs, err := c.addrs.Resync(c.state.allBinds())
-	st.AddrWrites += w
-	mergeErrs(ipErrs, errs)
-	if err != nil {
-		return len(seen), nil, ipErrs, fmt.Errorf("repairing the dummy interface's addresses: %w", err)
+	ar := c.addrs.Resync(c.state.allBinds())
+	c.noteAddrs(ar, st)
+	mergeErrs(ipErrs, ar.Errors)
+	if ar.Err != nil {
+		return len(seen), nil, ipErrs, fmt.Errorf("repairing the dummy interface's addresses: %w", ar.Err)
 	}
 	nodeIP := map[netip.Addr]bool{}
 	for _, a := range c.nodeIPs {
@@ -560,6 +591,13 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 		err = fmt.Errorf("repairing IPVS: %w", res.Err)
 	}
 	return len(seen), res.Errors, ipErrs, err
+}
+
+// updateState changes the desired state under stateMu, for concurrent readers.
+func (c *Controller) updateState(name model.ServiceName, next *model.ServiceState) change {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.state.update(name, next)
 }
 
 // markDirtyLater queues a Service for the next sync (called from the sync goroutine).

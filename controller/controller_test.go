@@ -75,7 +75,7 @@ type fakeAddrs struct {
 }
 
 func (f *fakeAddrs) EnsureLink() error { return nil }
-func (f *fakeAddrs) Apply(bind, unbind []netip.Addr) (int, map[netip.Addr]error) {
+func (f *fakeAddrs) Apply(bind, unbind []netip.Addr) AddrResult {
 	w := 0
 	for _, a := range bind {
 		if !f.bound[a] {
@@ -90,9 +90,9 @@ func (f *fakeAddrs) Apply(bind, unbind []netip.Addr) (int, map[netip.Addr]error)
 		}
 	}
 	f.writes += w
-	return w, nil
+	return AddrResult{Writes: w}
 }
-func (f *fakeAddrs) Resync(desired map[netip.Addr]bool) (int, map[netip.Addr]error, error) {
+func (f *fakeAddrs) Resync(desired map[netip.Addr]bool) AddrResult {
 	var bind, unbind []netip.Addr
 	for a := range desired {
 		bind = append(bind, a)
@@ -102,8 +102,7 @@ func (f *fakeAddrs) Resync(desired map[netip.Addr]bool) (int, map[netip.Addr]err
 			unbind = append(unbind, a)
 		}
 	}
-	w, errs := f.Apply(bind, unbind)
-	return w, errs, nil
+	return f.Apply(bind, unbind)
 }
 func (f *fakeAddrs) Bound() map[netip.Addr]bool {
 	m := map[netip.Addr]bool{}
@@ -157,7 +156,7 @@ func newHarness(t *testing.T) *harness {
 		recorder: record.NewFakeRecorder(100)}
 	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, MinSyncPeriod: 0, NodePortMin: 30000, NodePortMax: 32767}
 	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
-	c, err := New(cfg, h.client, h.ipvs, h.addrs, nil, hostAddrs, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(cfg, h.client, h.ipvs, h.addrs, nil, hostAddrs, h.recorder, Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

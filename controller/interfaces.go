@@ -9,6 +9,7 @@ import (
 // IPVSResult reports one IPVS operation.
 type IPVSResult struct {
 	Writes int
+	Ops    map[string]int // writes by kind: add, update, delete
 	Errors map[model.VSKey]error // per virtual server; the others were applied
 	Err    error                 // the whole operation failed (e.g. an untrusted dump)
 	// RemovedUDP are UDP real servers deleted: their conntrack entries must go.
@@ -43,11 +44,18 @@ type Conntrack interface {
 	ClearVirtualServer(vs model.VSKey) (uint, error)
 }
 
+// AddrResult reports one address operation.
+type AddrResult struct {
+	Writes, Added, Removed int
+	Errors                 map[netip.Addr]error
+	Err                    error
+}
+
 // Addresses is the kube-ipvs0 address reconciler (package dummyif, behind an adapter).
 type Addresses interface {
 	EnsureLink() error
-	Apply(bind, unbind []netip.Addr) (writes int, errs map[netip.Addr]error)
-	Resync(desired map[netip.Addr]bool) (writes int, errs map[netip.Addr]error, err error)
+	Apply(bind, unbind []netip.Addr) AddrResult
+	Resync(desired map[netip.Addr]bool) AddrResult
 	// Bound returns the addresses the link has, as last seen or set.
 	Bound() map[netip.Addr]bool
 	Writes() uint64

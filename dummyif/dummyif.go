@@ -34,8 +34,9 @@ const listAttempts = 3
 
 // Result reports one Apply or Resync.
 type Result struct {
-	// Writes is how many kernel write calls were made (successful or not).
-	Writes int
+	// Writes is how many kernel write calls were made (successful or not): Added of them
+	// created the link or bound an address, Removed unbound one.
+	Writes, Added, Removed int
 	// Errors holds, per address, what went wrong with it; other addresses were still done.
 	Errors map[netip.Addr]error
 	// Err is set when the operation as a whole failed (link missing or not a dummy, address
@@ -94,6 +95,7 @@ func (r *Reconciler) link(create bool, res *Result) error {
 	l, err := r.nl.LinkByName(r.name)
 	if errors.Is(err, ErrLinkNotFound) && create {
 		res.Writes++
+		res.Added++
 		r.writes.Add(1)
 		if err := r.nl.AddDummy(r.name); err != nil && !errors.Is(err, unix.EEXIST) {
 			return err
@@ -262,6 +264,7 @@ func (r *Reconciler) add(a netip.Addr, res *Result) {
 		flags = unix.IFA_F_NODAD
 	}
 	res.Writes++
+	res.Added++
 	r.writes.Add(1)
 	err := r.nl.AddrAdd(r.index, host(a), flags)
 	if err != nil && !errors.Is(err, ErrAddrExists) {
@@ -275,6 +278,7 @@ func (r *Reconciler) add(a netip.Addr, res *Result) {
 // del removes one address (any prefix length) from the link.
 func (r *Reconciler) del(p netip.Prefix, res *Result) {
 	res.Writes++
+	res.Removed++
 	r.writes.Add(1)
 	err := r.nl.AddrDel(r.index, p)
 	if err != nil && !errors.Is(err, ErrAddrNotFound) {

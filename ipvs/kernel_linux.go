@@ -330,3 +330,39 @@ func SetTimeouts(t Timeouts) (bool, error) {
 	}
 	return true, nil
 }
+
+// Stats are the kernel's cumulative counters of one virtual server.
+type Stats struct {
+	Key                   model.VSKey
+	Connections           uint64
+	PacketsIn, PacketsOut uint64
+	BytesIn, BytesOut     uint64
+}
+
+// ListStats reads every virtual server's counters with one dump of the service table (no
+// per-service requests), for metrics scrapes. It opens its own handle so a scrape never
+// waits for a sync.
+func ListStats() ([]Stats, error) {
+	h, err := mobyipvs.New("")
+	if err != nil {
+		return nil, fmt.Errorf("open the IPVS netlink handle: %w", err)
+	}
+	defer h.Close()
+	svcs, err := h.GetServices()
+	if err != nil {
+		return nil, fmt.Errorf("list virtual servers: %w", err)
+	}
+	out := make([]Stats, 0, len(svcs))
+	seen := make(map[model.VSKey]bool, len(svcs))
+	for _, s := range svcs {
+		key, ok := keyOf(s)
+		if !ok || seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, Stats{Key: key, Connections: uint64(s.Stats.Connections),
+			PacketsIn: uint64(s.Stats.PacketsIn), PacketsOut: uint64(s.Stats.PacketsOut),
+			BytesIn: s.Stats.BytesIn, BytesOut: s.Stats.BytesOut})
+	}
+	return out, nil
+}

@@ -26,8 +26,10 @@ import (
 
 // Result reports one Apply or Resync.
 type Result struct {
-	// Writes is how many kernel write calls were made (successful or not).
+	// Writes is how many kernel write calls were made (successful or not), and Ops the same
+	// by kind: "add", "update", "delete".
 	Writes int
+	Ops    map[string]int
 	// Errors holds, per virtual server, what went wrong with it. Other virtual servers were
 	// still applied.
 	Errors map[model.VSKey]error
@@ -213,7 +215,7 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 	r.wantSpec[s.key] = s.want.Spec
 	have := r.applied[s.key]
 	if have == nil {
-		if !r.write(s, res, r.k.NewService(s.key, s.want.Spec)) {
+		if !r.write(s, res, opAdd, r.k.NewService(s.key, s.want.Spec)) {
 			s.skip = true // nothing to add real servers to
 			return
 		}
@@ -230,11 +232,11 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 		cur, ok := have.Reals[rs]
 		switch {
 		case !ok:
-			if r.write(s, res, r.k.NewDestination(s.key, rs, w)) {
+			if r.write(s, res, opAdd, r.k.NewDestination(s.key, rs, w)) {
 				have.Reals[rs] = w
 			}
 		case cur != w:
-			if r.write(s, res, r.k.UpdateDestination(s.key, rs, w)) {
+			if r.write(s, res, opUpdate, r.k.UpdateDestination(s.key, rs, w)) {
 				have.Reals[rs] = w
 			}
 		}
@@ -275,7 +277,7 @@ func (r *Reconciler) retireReals(s *step, res *Result) {
 	}
 	r.fixSpec(s, res)
 	for _, rs := range toDrain {
-		if r.write(s, res, r.k.UpdateDestination(s.key, rs, 0)) {
+		if r.write(s, res, opUpdate, r.k.UpdateDestination(s.key, rs, 0)) {
 			have.Reals[rs] = 0
 		} else {
 			r.stopDraining(s.key, rs)
@@ -295,7 +297,7 @@ func (r *Reconciler) fixSpec(s *step, res *Result) {
 	if have == nil || have.Spec == want {
 		return
 	}
-	if r.write(s, res, r.k.UpdateService(s.key, want)) {
+	if r.write(s, res, opUpdate, r.k.UpdateService(s.key, want)) {
 		have.Spec = want
 	}
 }
@@ -334,7 +336,7 @@ func (r *Reconciler) deleteReal(s *step, res *Result, have *model.VirtualServer,
 	if errors.Is(err, ErrNotFound) {
 		err = nil // already gone: that is what we wanted
 	}
-	if r.write(s, res, err) {
+	if r.write(s, res, opDelete, err) {
 		delete(have.Reals, rs)
 		r.stopDraining(s.key, rs)
 		if s.key.Proto == model.UDP {
@@ -409,16 +411,27 @@ func (r *Reconciler) remove(s *step, res *Result) {
 	if errors.Is(err, ErrNotFound) {
 		err = nil
 	}
-	if r.write(s, res, err) {
+	if r.write(s, res, opDelete, err) {
 		delete(r.applied, s.key)
 		delete(r.draining, s.key)
 		delete(r.wantSpec, s.key)
 	}
 }
 
-// write accounts for one kernel write call that returned err; it reports success.
-func (r *Reconciler) write(s *step, res *Result, err error) bool {
+// Kinds of write, for Result.Ops.
+const (
+	opAdd    = "add"
+	opUpdate = "update"
+	opDelete = "delete"
+)
+
+// write accounts for one kernel write call of kind op that returned err; it reports success.
+func (r *Reconciler) write(s *step, res *Result, op string, err error) bool {
 	res.Writes++
+	if res.Ops == nil {
+		res.Ops = map[string]int{}
+	}
+	res.Ops[op]++
 	r.writes.Add(1)
 	s.wrote = true
 	if err != nil {

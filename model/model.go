@@ -87,6 +87,8 @@ type VirtualServer struct {
 	Key   VSKey
 	Spec  VSSpec
 	Reals map[RSKey]uint32 // real server -> weight
+	// PortName is the Service port's name, for metrics labels; not part of the kernel state.
+	PortName string
 }
 
 // ServiceState is the desired kernel state of one Service: its virtual servers and the
@@ -96,6 +98,10 @@ type ServiceState struct {
 	VSes    map[VSKey]*VirtualServer
 	Bind    map[netip.Addr]bool
 	Reasons []Problem // what was wrong with the Service's input, already worked around
+	// HealthCheckNodePort is set for externalTrafficPolicy=Local Services that have one:
+	// the proxy answers health checks there with LocalEndpoints.
+	HealthCheckNodePort uint16
+	LocalEndpoints      int
 }
 
 // Problem is something wrong with a Service that the proxy worked around: a user should see

@@ -75,8 +75,30 @@ func BuildService(svc *v1.Service, slices []*discoveryv1.EndpointSlice, cfg *Con
 			pb.add(nodeIPs, uint16(sp.NodePort), etpLocal, false)
 		}
 	}
+	if etpLocal && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
+		st.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
+		st.LocalEndpoints = localReadyEndpoints(own, cfg.NodeName)
+	}
 	st.Reasons = probs.result()
 	return st
+}
+
+// localReadyEndpoints counts the distinct ready endpoints on this node, the number a load
+// balancer's health check of an externalTrafficPolicy=Local Service is told.
+func localReadyEndpoints(slices []*discoveryv1.EndpointSlice, node string) int {
+	seen := map[string]bool{}
+	for _, s := range slices {
+		for _, e := range s.Endpoints {
+			if e.NodeName == nil || *e.NodeName != node || len(e.Addresses) == 0 {
+				continue
+			}
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				continue
+			}
+			seen[e.Addresses[0]] = true
+		}
+	}
+	return len(seen)
 }
 
 // ignored reports whether the proxy must leave svc alone, as kube-proxy does: ExternalName
@@ -138,7 +160,7 @@ func (pb *portBuilder) add(addrs []netip.Addr, port uint16, local, bind bool) {
 		if _, dup := pb.st.VSes[key]; dup {
 			continue
 		}
-		pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: pb.spec, Reals: maps.Clone(pb.realsFor(a.Is6(), local))}
+		pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: pb.spec, Reals: maps.Clone(pb.realsFor(a.Is6(), local)), PortName: pb.sp.Name}
 		if bind {
 			pb.st.Bind[a] = true
 		}

@@ -39,7 +39,7 @@ func (a ipvsAdapter) Draining() int                { return a.r.Draining() }
 func (a ipvsAdapter) Writes() uint64               { return a.r.Writes() }
 
 func convert(r ipvs.Result) controller.IPVSResult {
-	out := controller.IPVSResult{Writes: r.Writes, Errors: wrapSchedErrs(r.Errors), Err: r.Err, FirstUDPReals: r.FirstUDPReals}
+	out := controller.IPVSResult{Writes: r.Writes, Ops: r.Ops, Errors: wrapSchedErrs(r.Errors), Err: r.Err, FirstUDPReals: r.FirstUDPReals}
 	for _, x := range r.RemovedUDP {
 		out.RemovedUDP = append(out.RemovedUDP, controller.RealServerRef{VS: x.VS, RS: x.RS})
 	}
@@ -70,14 +70,16 @@ func newAddresses(name string) controller.Addresses { return addrAdapter{dummyif
 
 func (a addrAdapter) EnsureLink() error { return a.r.EnsureLink() }
 
-func (a addrAdapter) Apply(bind, unbind []netip.Addr) (int, map[netip.Addr]error) {
-	res := a.r.Apply(bind, unbind)
-	return res.Writes, res.Errors
+func (a addrAdapter) Apply(bind, unbind []netip.Addr) controller.AddrResult {
+	return addrResult(a.r.Apply(bind, unbind))
 }
 
-func (a addrAdapter) Resync(desired map[netip.Addr]bool) (int, map[netip.Addr]error, error) {
-	res := a.r.Resync(desired)
-	return res.Writes, res.Errors, res.Err
+func (a addrAdapter) Resync(desired map[netip.Addr]bool) controller.AddrResult {
+	return addrResult(a.r.Resync(desired))
+}
+
+func addrResult(r dummyif.Result) controller.AddrResult {
+	return controller.AddrResult{Writes: r.Writes, Added: r.Added, Removed: r.Removed, Errors: r.Errors, Err: r.Err}
 }
 
 func (a addrAdapter) Bound() map[netip.Addr]bool {

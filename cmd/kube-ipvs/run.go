@@ -27,8 +27,10 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/conntrack"
 	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
+	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/nodeaddr"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
@@ -52,6 +54,8 @@ type runOptions struct {
 	tcpFinTimeout     time.Duration
 	udpTimeout        time.Duration
 	strictARP         bool
+	healthzAddress    string
+	metricsAddress    string
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
@@ -71,6 +75,8 @@ func runFlags(o *runOptions) *pflag.FlagSet {
 	fs.DurationVar(&o.tcpFinTimeout, "ipvs-tcpfin-timeout", 0, "IPVS timeout of TCP connections after a FIN, as ipvsadm --set (0: leave the kernel's)")
 	fs.DurationVar(&o.udpTimeout, "ipvs-udp-timeout", 0, "IPVS timeout of UDP flows, as ipvsadm --set (0: leave the kernel's)")
 	fs.BoolVar(&o.strictARP, "strict-arp", false, "set arp_ignore=1 and arp_announce=2 so the node never answers ARP for Service VIPs (needed by MetalLB)")
+	fs.StringVar(&o.healthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
+	fs.StringVar(&o.metricsAddress, "metrics-bind-address", metrics.DefaultAddress, "address of the Prometheus /metrics server (empty: none)")
 	fs.BoolVar(&o.once, "once", false, "sync once, then exit 0 on success or 1 on failure")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	documentZeroDefaults(fs)
@@ -201,19 +207,60 @@ func serve(o runOptions, cfg controller.Config, log *slog.Logger) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs", Host: cfg.NodeName})
 
 	hostAddrs := func() ([]netip.Addr, error) { return nodeaddr.List(o.dummyInterface) }
-	ctl, err := controller.New(cfg, client, ipvsR, addrR, conntrack.Cleaner{}, hostAddrs, recorder, log)
+	obs := controller.Observers{}
+	if !o.once {
+		obs.Metrics = metrics.New()
+		obs.Metrics.SetProxyMode(metrics.ModeIPVS)
+		obs.ProxyHealth = healthcheck.NewProxyHealth(cfg.SyncPeriod)
+		obs.ServiceHealth = healthcheck.NewServiceHealth(obs.ProxyHealth.Live)
+		defer obs.ServiceHealth.Close()
+	}
+	ctl, err := controller.New(cfg, client, ipvsR, addrR, conntrack.Cleaner{}, hostAddrs, recorder, obs, log)
 	if err != nil {
 		return err
 	}
 	if o.once {
 		return ctl.SyncOnce(ctx)
 	}
+	if err := obs.Metrics.EnableServiceStats(ipvsStats, ctl.LookupVS, metrics.StatsLimits{}); err != nil {
+		return err
+	}
+	serveHTTP(ctx, "metrics", o.metricsAddress, obs.Metrics.Serve, log)
+	serveHTTP(ctx, "health", o.healthzAddress, obs.ProxyHealth.Serve, log)
 	if reload != nil {
 		go reloadOnHUP(ctx, reload, log)
 	}
 	log.Info("kube-ipvs started", "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
 		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.manifests)
 	return ctl.Run(ctx)
+}
+
+// serveHTTP runs one of the proxy's HTTP servers in the background. A server that cannot
+// listen is logged loudly; the proxy keeps programming the kernel without it.
+func serveHTTP(ctx context.Context, what, addr string, serve func(context.Context, string) error, log *slog.Logger) {
+	if addr == "" {
+		return
+	}
+	go func() {
+		if err := serve(ctx, addr); err != nil && ctx.Err() == nil {
+			log.Error("HTTP server stopped", "server", what, "address", addr, "err", err)
+		}
+	}()
+	log.Info("serving", "server", what, "address", addr)
+}
+
+// ipvsStats adapts the IPVS counters dump to the metrics package.
+func ipvsStats() ([]metrics.VSStats, error) {
+	st, err := ipvs.ListStats()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metrics.VSStats, len(st))
+	for i, s := range st {
+		out[i] = metrics.VSStats{Key: s.Key, Connections: s.Connections, PacketsIn: s.PacketsIn,
+			PacketsOut: s.PacketsOut, BytesIn: s.BytesIn, BytesOut: s.BytesOut}
+	}
+	return out, nil
 }
 
 // applyKernelSettings sets the sysctls and IPVS timeouts the proxy needs. A failure is logged

@@ -17,7 +17,7 @@ func TestRunHelpStatesEveryDefault(t *testing.T) {
 	lines := strings.Split(out.String(), "\n")
 	for _, name := range []string{"kubeconfig", "manifests", "hostname-override", "scheduler", "sync-period",
 		"min-sync-period", "nodeport-addresses", "service-node-port-range", "dummy-interface", "once", "log-level",
-		"graceful-termination-timeout", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout", "strict-arp"} {
+		"graceful-termination-timeout", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout", "strict-arp", "healthz-bind-address", "metrics-bind-address"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is not defined", name)
 			continue

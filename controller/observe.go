@@ -1,0 +1,154 @@
+package controller
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/healthcheck"
+	"github.com/kube-ipvs/kube-ipvs/metrics"
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// Observers receive what the controller does. Every field is optional.
+type Observers struct {
+	Metrics       *metrics.Metrics
+	ProxyHealth   *healthcheck.ProxyHealth
+	ServiceHealth *healthcheck.ServiceHealth
+}
+
+// noteQueued records that a change waits for a sync (for /healthz's staleness rule).
+func (c *Controller) noteQueued(now time.Time) {
+	if c.obs.ProxyHealth != nil {
+		c.obs.ProxyHealth.QueuedUpdate(now)
+	}
+}
+
+// noteSliceChange remembers an EndpointSlice's last-change-trigger-time, to observe the
+// network programming latency once the change is in the kernel.
+func (c *Controller) noteSliceChange(s *discoveryv1.EndpointSlice, svc model.ServiceName) {
+	if c.obs.Metrics == nil {
+		return
+	}
+	if t := s.Annotations[metrics.AnnotationLastChangeTriggerTime]; t != "" {
+		c.mu.Lock()
+		c.triggers[svc] = append(c.triggers[svc], t)
+		c.mu.Unlock()
+	}
+}
+
+func (c *Controller) noteNode(n *corev1.Node) {
+	if c.obs.ProxyHealth != nil {
+		c.obs.ProxyHealth.SyncNode(n)
+	}
+}
+
+func (c *Controller) noteAddrs(r AddrResult, st *Stats) {
+	st.AddrWrites += r.Writes
+	if m := c.obs.Metrics; m != nil {
+		m.AddNetlinkWrites(metrics.SubsystemAddress, metrics.OpAdd, r.Added)
+		m.AddNetlinkWrites(metrics.SubsystemAddress, metrics.OpDelete, r.Removed)
+		n := len(r.Errors)
+		if r.Err != nil {
+			n++
+		}
+		m.AddKernelErrors(metrics.SubsystemAddress, n)
+	}
+}
+
+func (c *Controller) noteIPVS(r IPVSResult) {
+	if m := c.obs.Metrics; m != nil {
+		for op, n := range r.Ops {
+			m.AddNetlinkWrites(metrics.SubsystemIPVS, op, n)
+		}
+		n := len(r.Errors)
+		if r.Err != nil {
+			n++
+		}
+		m.AddKernelErrors(metrics.SubsystemIPVS, n)
+	}
+}
+
+// noteSync reports a finished sync: metrics, proxy health, and the Service health servers.
+// snapshot is when the sync took its set of changes: changes queued later are still pending.
+func (c *Controller) noteSync(full bool, st Stats, wholeFailed bool, snapshot time.Time, triggers map[model.ServiceName][]string) {
+	now := time.Now()
+	c.mu.Lock()
+	pending := len(c.dirty)
+	c.mu.Unlock()
+	if ph := c.obs.ProxyHealth; ph != nil {
+		if wholeFailed {
+			ph.SyncFailed(now)
+		} else {
+			ph.Updated(snapshot)
+		}
+	}
+	if m := c.obs.Metrics; m != nil {
+		m.SyncDone(full, st.Duration, !wholeFailed, now)
+		m.SetPendingChanges(pending)
+		reals := 0
+		for _, vs := range c.state.allVSes() {
+			reals += len(vs.Reals)
+		}
+		m.SetDesiredState(metrics.DesiredState{VirtualServers: st.VirtualSrvrs, RealServers: reals, VIPs: len(c.state.bindRefs)})
+		if !wholeFailed {
+			for _, ts := range triggers {
+				for _, t := range ts {
+					m.ObserveProgramming(t, now)
+				}
+			}
+		}
+	}
+	if sh := c.obs.ServiceHealth; sh != nil {
+		ports := map[model.ServiceName]uint16{}
+		local := map[model.ServiceName]int{}
+		for name, s := range c.state.services {
+			if s.HealthCheckNodePort != 0 {
+				ports[name] = s.HealthCheckNodePort
+				local[name] = s.LocalEndpoints
+			}
+		}
+		errs := sh.SyncServices(ports)
+		sh.SyncEndpoints(local)
+		c.reportHealthPortErrors(errs)
+	}
+}
+
+// reportHealthPortErrors raises one Event per Service whose health-check node port cannot be
+// bound, and again only when the error changes.
+func (c *Controller) reportHealthPortErrors(errs map[model.ServiceName]error) {
+	for name := range c.healthErr {
+		if errs[name] == nil {
+			delete(c.healthErr, name)
+		}
+	}
+	for name, err := range errs {
+		msg := err.Error()
+		if c.healthErr[name] == msg {
+			continue
+		}
+		c.healthErr[name] = msg
+		c.log.Error("health check node port cannot be served", "service", name, "err", err)
+		if svc, gerr := c.services.Services(name.Namespace).Get(name.Name); gerr == nil && c.recorder != nil {
+			c.recorder.Eventf(svc, corev1.EventTypeWarning, "HealthCheckNodePortUnavailable",
+				"cannot serve healthCheckNodePort %d: %v", svc.Spec.HealthCheckNodePort, err)
+		}
+	}
+}
+
+// LookupVS tells which Service and port own a virtual server: for per-Service metrics. It
+// may be called from any goroutine.
+func (c *Controller) LookupVS(key model.VSKey) (model.ServiceName, string, bool) {
+	c.stateMu.RLock()
+	defer c.stateMu.RUnlock()
+	owner, ok := c.state.vsOwner[key]
+	if !ok {
+		return model.ServiceName{}, "", false
+	}
+	s := c.state.services[owner]
+	if s == nil || s.VSes[key] == nil {
+		return model.ServiceName{}, "", false
+	}
+	return owner, s.VSes[key].PortName, true
+}
