@@ -9,7 +9,7 @@ import (
 // IPVSResult reports one IPVS operation.
 type IPVSResult struct {
 	Writes int
-	Ops    map[string]int // writes by kind: add, update, delete
+	Ops    map[string]int        // writes by kind: add, update, delete
 	Errors map[model.VSKey]error // per virtual server; the others were applied
 	Err    error                 // the whole operation failed (e.g. an untrusted dump)
 	// RemovedUDP are UDP real servers deleted: their conntrack entries must go.
