@@ -78,7 +78,9 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	}
 
 	// An endpoint change with a trigger time after the proxy started.
-	trigger := time.Now().UTC().Format(time.RFC3339)
+	// Sub-second precision: the proxy ignores trigger times from before it started, and one
+	// truncated to the second could fall before that.
+	trigger := time.Now().UTC().Format(time.RFC3339Nano)
 	slice := sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.13.11", "10.244.13.12")...)
 	slice = strings.Replace(slice, "  labels:", "  annotations: {endpoints.kubernetes.io/last-change-trigger-time: \""+trigger+"\"}\n  labels:", 1)
 	writeManifests(t, dir, "svc.yaml", svc, slice)
@@ -87,6 +89,11 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	ask(t, cli, "10.96.130.1:80", 6)
 
 	var body string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last /metrics:\n%s", body)
+		}
+	})
 	eventually(t, 10*time.Second, "metrics with programming latency and per-Service counters", func() bool {
 		_, _, body = httpGet(t, "http://127.0.0.1:10249/metrics")
 		n, ok := metricValue(body, "kube_ipvs_network_programming_duration_seconds_count")
