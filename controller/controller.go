@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
@@ -31,6 +32,7 @@ import (
 // Controller is the proxy's control loop. Create it with New, then call Run or SyncOnce.
 type Controller struct {
 	cfg       Config
+	fw        Firewall // nil: no firewall (tests, or a mode without it)
 	ipvs      IPVS
 	conntrack Conntrack
 	addrs     Addresses
@@ -64,6 +66,7 @@ type Controller struct {
 	// Owned by the sync goroutine; stateMu guards state against readers on other goroutines
 	// (metrics scrapes), and is written only by the sync goroutine.
 	stateMu     sync.RWMutex
+	fwEntries   int
 	healthErr   map[model.ServiceName]string
 	state       *desiredState
 	unavailable map[string]bool
@@ -79,6 +82,8 @@ type Stats struct {
 	Services     int // Services recomputed
 	IPVSWrites   int
 	AddrWrites   int
+	SetWrites    int
+	Restores     int
 	Errors       int
 	Duration     time.Duration
 	TotalSyncs   int
@@ -89,13 +94,13 @@ const sliceByService = "service"
 
 // New wires a controller to a clientset (a real one, or the fake one the manifest source
 // fills) and to the kernel reconcilers.
-func New(cfg Config, client kubernetes.Interface, ipvs IPVS, addrs Addresses, ct Conntrack,
+func New(cfg Config, client kubernetes.Interface, fw Firewall, ipvs IPVS, addrs Addresses, ct Conntrack,
 	hostAddrs func() ([]netip.Addr, error), recorder record.EventRecorder, obs Observers, log *slog.Logger) (*Controller, error) {
 	if cfg.MaxRetryBackoff == 0 {
 		cfg.MaxRetryBackoff = time.Minute
 	}
 	c := &Controller{
-		cfg: cfg, ipvs: ipvs, conntrack: ct, addrs: addrs, hostAddrs: hostAddrs, recorder: recorder, log: log,
+		cfg: cfg, fw: fw, ipvs: ipvs, conntrack: ct, addrs: addrs, hostAddrs: hostAddrs, recorder: recorder, log: log,
 		dirty: map[model.ServiceName]bool{}, wake: make(chan struct{}, 1), fullDue: true,
 		retryVS: map[model.VSKey]bool{}, retryIP: map[netip.Addr]bool{},
 		state: newDesiredState(), unavailable: map[string]bool{}, problems: map[model.ServiceName]string{},
@@ -396,7 +401,7 @@ func (c *Controller) sync(full bool) error {
 
 	c.noteSync(full, st, err != nil, start, triggers)
 	c.log.Info("sync done", "full", st.Full, "services", st.Services, "ipvs_writes", st.IPVSWrites,
-		"addr_writes", st.AddrWrites, "errors", st.Errors, "virtual_servers", st.VirtualSrvrs, "took", st.Duration.Round(time.Microsecond))
+		"addr_writes", st.AddrWrites, "ipset_writes", st.SetWrites, "iptables_restores", st.Restores, "errors", st.Errors, "virtual_servers", st.VirtualSrvrs, "took", st.Duration.Round(time.Microsecond))
 	if err != nil {
 		return err
 	}
@@ -451,8 +456,22 @@ func (c *Controller) build(name model.ServiceName, pcfg *proxy.Config) *model.Se
 	svc, err := c.services.Services(name.Namespace).Get(name.Name)
 	if err != nil {
 		delete(c.problems, name)
+		c.stage(name, nil, nil)
 		return nil
 	}
+	st := c.buildFrom(name, svc, pcfg)
+	c.stage(name, svc, st)
+	return st
+}
+
+// stage tells the firewall about a Service's new desired state.
+func (c *Controller) stage(name model.ServiceName, svc *corev1.Service, st *model.ServiceState) {
+	if c.fw != nil {
+		c.fw.Stage(name, svc, st)
+	}
+}
+
+func (c *Controller) buildFrom(name model.ServiceName, svc *corev1.Service, pcfg *proxy.Config) *model.ServiceState {
 	objs, _ := c.slices.ByIndex(sliceByService, name.Namespace+"/"+name.Name)
 	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 	for _, o := range objs {
@@ -523,8 +542,9 @@ func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, retryVS map[m
 	}
 
 	ipErrs := map[netip.Addr]error{}
-	// Order: addresses first, then virtual servers, then address removals, so no packet
-	// meets a virtual server whose address is not local yet.
+	// Order: set entries and rules, addresses, then virtual servers, then address and set
+	// entry removals, so no packet meets a virtual server whose path is not ready yet.
+	c.noteFirewall(c.fwOpen(), st, metrics.OpAdd)
 	ar := c.addrs.Apply(bind, nil)
 	c.noteAddrs(ar, st)
 	mergeErrs(ipErrs, ar.Errors)
@@ -535,6 +555,7 @@ func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, retryVS map[m
 	ar = c.addrs.Apply(nil, unbind)
 	c.noteAddrs(ar, st)
 	mergeErrs(ipErrs, ar.Errors)
+	c.noteFirewall(c.fwClose(), st, metrics.OpDelete)
 	return len(dirty), vsErrs, ipErrs
 }
 
@@ -557,6 +578,7 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 	}
 	for name := range c.state.services {
 		if !seen[name] {
+			c.stage(name, nil, nil)
 			c.updateState(name, nil)
 		}
 	}
@@ -566,6 +588,15 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 		}
 	}
 
+	if c.fw != nil {
+		c.fw.SetNodeIPs(c.nodeIPs)
+		if r := c.fw.Resync(); r.Err != nil {
+			c.noteFirewall(r, st, metrics.OpUpdate)
+			return len(seen), nil, nil, fmt.Errorf("repairing ipsets and iptables rules: %w", r.Err)
+		} else {
+			c.noteFirewall(r, st, metrics.OpUpdate)
+		}
+	}
 	ipErrs := map[netip.Addr]error{}
 	ar := c.addrs.Resync(c.state.allBinds())
 	c.noteAddrs(ar, st)

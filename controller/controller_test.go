@@ -156,7 +156,7 @@ func newHarness(t *testing.T) *harness {
 		recorder: record.NewFakeRecorder(100)}
 	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, MinSyncPeriod: 0, NodePortMin: 30000, NodePortMax: 32767}
 	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
-	c, err := New(cfg, h.client, h.ipvs, h.addrs, nil, hostAddrs, h.recorder, Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(cfg, h.client, nil, h.ipvs, h.addrs, nil, hostAddrs, h.recorder, Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func (c *Controller) noteSync(full bool, st Stats, wholeFailed bool, snapshot ti
 		for _, vs := range c.state.allVSes() {
 			reals += len(vs.Reals)
 		}
-		m.SetDesiredState(metrics.DesiredState{VirtualServers: st.VirtualSrvrs, RealServers: reals, VIPs: len(c.state.bindRefs)})
+		m.SetDesiredState(metrics.DesiredState{VirtualServers: st.VirtualSrvrs, RealServers: reals, VIPs: len(c.state.bindRefs), IPSetEntries: c.fwEntries})
 		if !wholeFailed {
 			for _, ts := range triggers {
 				for _, t := range ts {

@@ -27,7 +27,9 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/conntrack"
 	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
+	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
@@ -54,8 +56,12 @@ type runOptions struct {
 	tcpFinTimeout     time.Duration
 	udpTimeout        time.Duration
 	strictARP         bool
+	firewallConfig    firewall.Config // derived from the flags by controllerConfig
 	healthzAddress    string
 	metricsAddress    string
+	clusterCIDRs      []string
+	masqueradeAll     bool
+	iptablesBackend   string
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
@@ -75,6 +81,9 @@ func runFlags(o *runOptions) *pflag.FlagSet {
 	fs.DurationVar(&o.tcpFinTimeout, "ipvs-tcpfin-timeout", 0, "IPVS timeout of TCP connections after a FIN, as ipvsadm --set (0: leave the kernel's)")
 	fs.DurationVar(&o.udpTimeout, "ipvs-udp-timeout", 0, "IPVS timeout of UDP flows, as ipvsadm --set (0: leave the kernel's)")
 	fs.BoolVar(&o.strictARP, "strict-arp", false, "set arp_ignore=1 and arp_announce=2 so the node never answers ARP for Service VIPs (needed by MetalLB)")
+	fs.StringSliceVar(&o.clusterCIDRs, "cluster-cidr", nil, "the pod networks, comma-separated (any families): traffic to a ClusterIP from outside them is masqueraded")
+	fs.BoolVar(&o.masqueradeAll, "masquerade-all", false, "masquerade every connection to a ClusterIP")
+	fs.StringVar(&o.iptablesBackend, "iptables-backend", "", "iptables backend for the project's rules: legacy or nft (default: detect the one the node uses)")
 	fs.StringVar(&o.healthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", metrics.DefaultAddress, "address of the Prometheus /metrics server (empty: none)")
 	fs.BoolVar(&o.once, "once", false, "sync once, then exit 0 on success or 1 on failure")
@@ -170,6 +179,19 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 		}
 		cfg.NodePortAddresses = append(cfg.NodePortAddresses, p.Masked())
 	}
+	for _, c := range o.clusterCIDRs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return cfg, fmt.Errorf("--cluster-cidr: %q is not a CIDR: %v", c, err)
+		}
+		o.firewallConfig.ClusterCIDRs = append(o.firewallConfig.ClusterCIDRs, p.Masked())
+	}
+	o.firewallConfig.MasqueradeAll = o.masqueradeAll
+	switch o.iptablesBackend {
+	case "", "legacy", "nft":
+	default:
+		return cfg, fmt.Errorf("--iptables-backend=%q: use legacy or nft, or leave it empty to detect", o.iptablesBackend)
+	}
 	lo, hi, ok := strings.Cut(o.nodePortRange, "-")
 	l, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
 	h, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
@@ -215,7 +237,11 @@ func serve(o runOptions, cfg controller.Config, log *slog.Logger) error {
 		obs.ServiceHealth = healthcheck.NewServiceHealth(obs.ProxyHealth.Live)
 		defer obs.ServiceHealth.Close()
 	}
-	ctl, err := controller.New(cfg, client, ipvsR, addrR, conntrack.Cleaner{}, hostAddrs, recorder, obs, log)
+	fw, err := newFirewall(o.firewallConfig, iptables.Backend(o.iptablesBackend))
+	if err != nil {
+		return fmt.Errorf("firewall: %w", err)
+	}
+	ctl, err := controller.New(cfg, client, fw, ipvsR, addrR, conntrack.Cleaner{}, hostAddrs, recorder, obs, log)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ func TestRunHelpStatesEveryDefault(t *testing.T) {
 	lines := strings.Split(out.String(), "\n")
 	for _, name := range []string{"kubeconfig", "manifests", "hostname-override", "scheduler", "sync-period",
 		"min-sync-period", "nodeport-addresses", "service-node-port-range", "dummy-interface", "once", "log-level",
-		"graceful-termination-timeout", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout", "strict-arp", "healthz-bind-address", "metrics-bind-address"} {
+		"graceful-termination-timeout", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout", "strict-arp", "healthz-bind-address", "metrics-bind-address", "cluster-cidr", "masquerade-all", "iptables-backend"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is not defined", name)
 			continue
@@ -45,6 +45,8 @@ func TestRunFlagValidation(t *testing.T) {
 		{[]string{"--nodeport-addresses", "10.0.0.0/8,bogus"}, `--nodeport-addresses: "bogus" is not a CIDR`},
 		{[]string{"--service-node-port-range", "32767-30000"}, "--service-node-port-range"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--cluster-cidr", "10.244.0.0/16,nope"}, `--cluster-cidr: "nope" is not a CIDR`},
+		{[]string{"--iptables-backend", "ebpf"}, `--iptables-backend="ebpf"`},
 	}
 	for _, tc := range cases {
 		var out, errb bytes.Buffer

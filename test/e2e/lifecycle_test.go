@@ -147,7 +147,7 @@ func TestSchedulerChangeInPlaceKeepsConnections(t *testing.T) {
 	eventually(t, 10*time.Second, "mh with mh-port and persistence", func() bool {
 		return strings.HasPrefix(vsBlock(t, "TCP", "10.96.100.1:80"), "TCP  10.96.100.1:80 mh (mh-port) persistent 300")
 	})
-	if !strings.Contains(p.Log(), "ipvs_writes=1 ") {
+	if !strings.Contains(p.Log(), "ipvs_writes=1 addr_writes=0") {
 		t.Errorf("the change was not a single in-place update:\n%s", p.Log())
 	}
 	if name, err := conn.Ask(); err != nil || name != conn.First {
@@ -188,9 +188,9 @@ func TestRestartKeepsConnectionsAndWritesNothing(t *testing.T) {
 
 	p.kill9()
 	p2 := startProxy(t, dir)
-	m := p2.waitLog(`msg="sync done" full=true services=(\d+) ipvs_writes=(\d+) addr_writes=(\d+) errors=(\d+)`)
-	if m[2] != "0" || m[3] != "0" || m[4] != "0" {
-		t.Errorf("first sync after restart: ipvs_writes=%s addr_writes=%s errors=%s, want all 0", m[2], m[3], m[4])
+	m := p2.waitLog(`msg="sync done" full=true services=\d+ (ipvs_writes=\d+ addr_writes=\d+ ipset_writes=\d+ iptables_restores=\d+ errors=\d+)`)
+	if m[1] != "ipvs_writes=0 addr_writes=0 ipset_writes=0 iptables_restores=0 errors=0" {
+		t.Errorf("first sync after restart: %s, want all 0", m[1])
 	}
 	if after := ipvsadm(t); after != before {
 		t.Errorf("the restart changed the IPVS table:\nbefore:\n%s\nafter:\n%s", before, after)

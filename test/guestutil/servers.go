@@ -51,6 +51,32 @@ func (p *Pod) ServeTCP(t testing.TB, port int, name string) *NameServer {
 	return s
 }
 
+// ServeTCPWho starts a server that answers each connection with "NAME SOURCE-IP": a test
+// can tell whether the client's address reached the backend or was masqueraded.
+func (p *Pod) ServeTCPWho(t testing.TB, port int, name string) {
+	t.Helper()
+	var ln net.Listener
+	err := p.Do(func() (err error) {
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("pod %s: listen tcp/%d: %v", p.Name, port, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+			_, _ = c.Write([]byte(name + " " + host + "\n"))
+			c.Close()
+		}
+	}()
+}
+
 // answerLines sends the name on connect and again for every line the client sends, so a
 // test can hold a connection open and check it still reaches the same server.
 func answerLines(c net.Conn, name string) {

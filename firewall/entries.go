@@ -1,0 +1,246 @@
+package firewall
+
+import (
+	"net/netip"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// AnnotationSourceRanges is the older way to give load-balancer source ranges; as in
+// kube-proxy, it counts only when spec.loadBalancerSourceRanges is empty.
+const AnnotationSourceRanges = "service.beta.kubernetes.io/load-balancer-source-ranges"
+
+// ServiceEntries returns the set entries of one Service: for each set name, the entries it
+// must hold for this Service. st is the Service's desired IPVS state (proxy.BuildService);
+// it decides which addresses and ports are served and which real servers exist. svc adds
+// what st does not say: which virtual-server address is a ClusterIP, an external IP, a
+// load-balancer IP or a node IP, the traffic policy, the source ranges and the health-check
+// node port. A nil st (a Service the proxy leaves alone, or a deleted one) has no entries.
+//
+// Entries of families cfg does not enable are left out (their sets do not exist). Source
+// ranges that do not parse are ignored; a range covering the whole family (0.0.0.0/0, ::/0)
+// means no filtering for that family.
+//
+// Two Services may produce the same entry (a shared LB IP in SetVIPs, an endpoint behind two
+// Services in SetLoopBack): Tracker counts owners so that one leaving does not remove the
+// other's entry.
+func ServiceEntries(svc *v1.Service, st *model.ServiceState, cfg Config) map[SetName]map[Entry]bool {
+	out := map[SetName]map[Entry]bool{}
+	if svc == nil || st == nil {
+		return out
+	}
+	enabled := map[Family]bool{}
+	for _, f := range cfg.families() {
+		enabled[f] = true
+	}
+	add := func(base string, f Family, e Entry) {
+		n := Name(base, f)
+		if out[n] == nil {
+			out[n] = map[Entry]bool{}
+		}
+		out[n][e] = true
+	}
+
+	cluster := addrSet(svc.Spec.ClusterIPs)
+	if len(svc.Spec.ClusterIPs) == 0 {
+		cluster = addrSet([]string{svc.Spec.ClusterIP})
+	}
+	external := addrSet(svc.Spec.ExternalIPs)
+	var ingress []string
+	if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			ingress = append(ingress, ing.IP)
+		}
+	}
+	lb := addrSet(ingress)
+
+	type pp struct {
+		proto model.Protocol
+		port  uint16
+	}
+	svcPorts, nodePorts := map[pp]bool{}, map[pp]bool{}
+	for _, p := range svc.Spec.Ports {
+		proto, ok := protocol(p.Protocol)
+		if !ok {
+			continue
+		}
+		if p.Port > 0 && p.Port <= 65535 {
+			svcPorts[pp{proto, uint16(p.Port)}] = true
+		}
+		if p.NodePort > 0 && p.NodePort <= 65535 {
+			nodePorts[pp{proto, uint16(p.NodePort)}] = true
+		}
+	}
+
+	local := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+	ranges := sourceRanges(svc)
+
+	for key, vs := range st.VSes {
+		a := key.Addr.Unmap()
+		f := FamilyOf(a)
+		if !enabled[f] || !a.IsValid() || key.Port == 0 {
+			continue
+		}
+		e := Entry{IP: a, Proto: key.Proto, Port: key.Port}
+		served := svcPorts[pp{key.Proto, key.Port}]
+		isNodePort := nodePorts[pp{key.Proto, key.Port}] && !cluster[a] && !external[a] && !lb[a]
+		if !served && !isNodePort {
+			continue // not a virtual server this Service explains
+		}
+
+		// Every real server may be the client of its own Service (hairpin).
+		for rs := range vs.Reals {
+			ra := rs.Addr.Unmap()
+			if ra.IsValid() && FamilyOf(ra) == f && rs.Port != 0 {
+				add(SetLoopBack, f, Entry{IP: ra, Proto: key.Proto, Port: rs.Port, IP2: ra})
+			}
+		}
+
+		if served && cluster[a] {
+			add(SetClusterIP, f, e)
+		}
+		if served && external[a] {
+			add(pick(local, SetExternalIPLocal, SetExternalIP), f, e)
+		}
+		if served && lb[a] {
+			add(pick(local, SetLoadBalancerLocal, SetLoadBalancer), f, e)
+			if fam, filter := ranges.of(f); filter {
+				add(SetLoadBalancerFW, f, e)
+				for _, p := range fam {
+					add(SetLBSourceCIDR, f, Entry{IP: a, Proto: key.Proto, Port: key.Port, Net: p})
+				}
+				for rs := range vs.Reals {
+					if ra := rs.Addr.Unmap(); ra.IsValid() && FamilyOf(ra) == f {
+						add(SetLBSourceIP, f, Entry{IP: a, Proto: key.Proto, Port: key.Port, IP2: ra})
+					}
+				}
+				// The node reaches a VIP it holds with the VIP as source address: let it
+				// through when a range admits one of the node's own addresses.
+				if containsAny(fam, cfg.NodeIPs) {
+					add(SetLBSourceIP, f, Entry{IP: a, Proto: key.Proto, Port: key.Port, IP2: a})
+				}
+			}
+		}
+		if isNodePort {
+			add(pick(local, SetNodePortLocal, SetNodePort), f, e)
+		}
+	}
+
+	for a := range st.Bind {
+		a = a.Unmap()
+		if a.IsValid() && enabled[FamilyOf(a)] {
+			add(SetVIPs, FamilyOf(a), Entry{IP: a})
+		}
+	}
+
+	if local && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort > 0 &&
+		svc.Spec.HealthCheckNodePort <= 65535 && len(cfg.families()) > 0 {
+		add(SetHealthCheckNodePort, AnyFamily, Entry{Port: uint16(svc.Spec.HealthCheckNodePort)})
+	}
+	return out
+}
+
+func pick(local bool, ifLocal, otherwise string) string {
+	if local {
+		return ifLocal
+	}
+	return otherwise
+}
+
+func protocol(p v1.Protocol) (model.Protocol, bool) {
+	switch p {
+	case v1.ProtocolTCP, "":
+		return model.TCP, true
+	case v1.ProtocolUDP:
+		return model.UDP, true
+	case v1.ProtocolSCTP:
+		return model.SCTP, true
+	}
+	return 0, false
+}
+
+// addrSet parses addresses as the proxy does (unmapped); bad ones are left out.
+func addrSet(list []string) map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, s := range list {
+		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil && a.Zone() == "" {
+			m[a.Unmap()] = true
+		}
+	}
+	return m
+}
+
+// ranges are a Service's load-balancer source ranges by family.
+type ranges struct {
+	set bool // the Service has source ranges at all
+	v4  []netip.Prefix
+	v6  []netip.Prefix
+	all map[Family]bool // a range covers the whole family
+}
+
+func sourceRanges(svc *v1.Service) ranges {
+	list := svc.Spec.LoadBalancerSourceRanges
+	if len(list) == 0 {
+		if ann := strings.TrimSpace(svc.Annotations[AnnotationSourceRanges]); ann != "" {
+			list = strings.Split(ann, ",")
+		}
+	}
+	r := ranges{all: map[Family]bool{}}
+	seen := map[netip.Prefix]bool{}
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		r.set = true
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			continue
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		p = p.Masked()
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		f := FamilyOf(p.Addr())
+		switch {
+		case p.Bits() == 0:
+			r.all[f] = true
+		case f == IPv4:
+			r.v4 = append(r.v4, p)
+		default:
+			r.v6 = append(r.v6, p)
+		}
+	}
+	return r
+}
+
+// of returns the family's ranges and whether traffic of that family must be filtered: a
+// Service with source ranges filters every family unless a range covers all of it (a
+// family without ranges of its own then admits no source but the always-allowed ones).
+func (r ranges) of(f Family) ([]netip.Prefix, bool) {
+	if !r.set || r.all[f] {
+		return nil, false
+	}
+	if f == IPv4 {
+		return r.v4, true
+	}
+	return r.v6, true
+}
+
+func containsAny(ps []netip.Prefix, addrs []netip.Addr) bool {
+	for _, p := range ps {
+		for _, a := range addrs {
+			if p.Contains(a.Unmap()) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,234 @@
+package firewall
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// DefaultMasqueradeMark is the packet-mark bit that asks POSTROUTING to masquerade.
+const DefaultMasqueradeMark uint32 = 0x4000
+
+// Config is what the rules and entries depend on: proxy-wide settings only, never
+// Services.
+type Config struct {
+	// IPv4 and IPv6 enable the families (sets, entries and rules). A Config with neither
+	// enables both.
+	IPv4, IPv6 bool
+	// ClusterCIDRs (--cluster-cidr, any families) are the pod networks: traffic to a
+	// ClusterIP from outside them is masqueraded, so replies come back through this node.
+	// Without them (and without MasqueradeAll), ClusterIP traffic keeps its source
+	// address, except hairpin and node-originated connections, which are always
+	// masqueraded.
+	ClusterCIDRs []netip.Prefix
+	// MasqueradeAll (--masquerade-all) masquerades every connection to a ClusterIP.
+	MasqueradeAll bool
+	// MasqueradeMark is the single mark bit used to ask for masquerade; 0 means
+	// DefaultMasqueradeMark.
+	MasqueradeMark uint32
+	// NodeIPs are the node's own addresses. A load balancer whose source ranges contain one
+	// of them is reachable from the node itself (which uses the LB IP as its source
+	// address toward a VIP it holds); otherwise the node is filtered like anyone else.
+	NodeIPs []netip.Addr
+}
+
+func (c Config) families() []Family {
+	switch {
+	case c.IPv4 && !c.IPv6:
+		return []Family{IPv4}
+	case c.IPv6 && !c.IPv4:
+		return []Family{IPv6}
+	}
+	return []Family{IPv4, IPv6}
+}
+
+// Validate reports a Config that cannot be rendered.
+func (c Config) Validate() error {
+	m := c.mark()
+	if m == 0 || m&(m-1) != 0 {
+		return fmt.Errorf("masquerade mark %#x must be a single bit", m)
+	}
+	for _, p := range c.ClusterCIDRs {
+		if !p.IsValid() {
+			return fmt.Errorf("cluster CIDR %v is not valid", p)
+		}
+	}
+	return nil
+}
+
+func (c Config) mark() uint32 {
+	if c.MasqueradeMark == 0 {
+		return DefaultMasqueradeMark
+	}
+	return c.MasqueradeMark
+}
+
+// Chains kube-ipvs owns. Each lives in one table; the built-in chains jump to the entry
+// chains, inserted first so that no other rule decides before them.
+const (
+	// mangle: KIPVS-FIREWALL (from PREROUTING and OUTPUT) drops load-balancer traffic from
+	// sources outside loadBalancerSourceRanges. mangle runs before IPVS on both paths: IPVS
+	// takes packets from remote clients and pods at LOCAL_IN (after filter INPUT, which
+	// would do too) but node-originated ones at LOCAL_OUT right after nat OUTPUT, before
+	// filter OUTPUT ever sees the LB IP; mangle OUTPUT is earlier still and may DROP.
+	ChainFirewall = "KIPVS-FIREWALL"
+	// nat: KIPVS-SERVICES (from PREROUTING, and via KIPVS-OUTPUT from OUTPUT) marks
+	// connections to masquerade; KIPVS-POSTROUTING masquerades them and hairpin connections;
+	// KIPVS-MARK-MASQ sets the mark; KIPVS-CLUSTER-MASQ decides for ClusterIPs by source.
+	ChainServices     = "KIPVS-SERVICES"
+	ChainOutput       = "KIPVS-OUTPUT"
+	ChainPostrouting  = "KIPVS-POSTROUTING"
+	ChainMarkMasq     = "KIPVS-MARK-MASQ"
+	ChainClusterMasq  = "KIPVS-CLUSTER-MASQ"
+	ChainInput        = "KIPVS-INPUT"
+	ChainVIPFilter    = "KIPVS-VIP-FILTER"
+	ChainForward      = "KIPVS-FORWARD"
+	commentJumpPrefix = "kube-ipvs: "
+)
+
+// RenderRules returns the complete iptables-restore input (v4) and ip6tables-restore input
+// (v6) for kube-ipvs' chains, or "" for a family cfg does not enable. It depends on cfg
+// only: the text, and so the rule count, is the same for any number of Services, ports and
+// endpoints. Apply it with --noflush: declaring a chain flushes it, and the built-in
+// chains' other rules stay. The jump rules into our chains are written as "-I <chain> 1";
+// package iptables keeps each of them first and present once.
+//
+// RenderRules panics on an invalid Config (see Validate).
+func RenderRules(cfg Config) (v4, v6 string) {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	for _, f := range cfg.families() {
+		if f == IPv4 {
+			v4 = render(cfg, IPv4)
+		} else {
+			v6 = render(cfg, IPv6)
+		}
+	}
+	return v4, v6
+}
+
+type writer struct {
+	b strings.Builder
+	f Family
+}
+
+func (w *writer) line(s string) { w.b.WriteString(s); w.b.WriteByte('\n') }
+
+func (w *writer) table(name string, chains ...string) {
+	w.line("*" + name)
+	for _, c := range chains {
+		w.line(":" + c + " - [0:0]")
+	}
+}
+
+// rule appends a rule; the comment, which says why the rule exists, goes before the target.
+func (w *writer) rule(chain, match, comment, target string) {
+	var b strings.Builder
+	b.WriteString("-A " + chain)
+	if match != "" {
+		b.WriteString(" " + match)
+	}
+	if comment != "" {
+		b.WriteString(` -m comment --comment "` + comment + `"`)
+	}
+	b.WriteString(" -j " + target)
+	w.line(b.String())
+}
+
+func (w *writer) jump(builtin, comment, target string) {
+	w.line("-I " + builtin + " 1 -m comment --comment \"" + commentJumpPrefix + comment + "\" -j " + target)
+}
+
+func (w *writer) set(base, flags string) string {
+	return "-m set --match-set " + string(Name(base, w.f)) + " " + flags
+}
+
+func (w *writer) notSet(base, flags string) string {
+	return "-m set ! --match-set " + string(Name(base, w.f)) + " " + flags
+}
+
+func render(cfg Config, f Family) string {
+	w := &writer{f: f}
+	mark := fmt.Sprintf("%#x", cfg.mark())
+	icmp := "icmp"
+	name := "IPv4"
+	if f == IPv6 {
+		icmp, name = "ipv6-icmp", "IPv6"
+	}
+	var cidrs []netip.Prefix
+	for _, p := range cfg.ClusterCIDRs {
+		if FamilyOf(p.Addr()) == f {
+			cidrs = append(cidrs, p.Masked())
+		}
+	}
+
+	w.line("# kube-ipvs " + name + " rules for iptables-restore --noflush. Generated from the proxy's")
+	w.line("# configuration only: Services, ports and endpoints are ipset entries, never rules.")
+
+	// mangle: load-balancer source ranges, ahead of IPVS on every path.
+	w.table("mangle", ChainFirewall)
+	w.rule(ChainFirewall,
+		w.set(SetLoadBalancerFW, "dst,dst")+" "+w.notSet(SetLBSourceCIDR, "dst,dst,src")+" "+w.notSet(SetLBSourceIP, "dst,dst,src"),
+		"loadBalancerSourceRanges: drop sources outside the ranges, node-originated too (k8s #119656)", "DROP")
+	w.jump("PREROUTING", "load-balancer source ranges", ChainFirewall)
+	w.jump("OUTPUT", "load-balancer source ranges for node-originated traffic", ChainFirewall)
+	w.line("COMMIT")
+
+	// nat: decide what to masquerade before IPVS rewrites the destination, masquerade after.
+	chains := []string{ChainServices, ChainOutput, ChainPostrouting, ChainMarkMasq}
+	clusterMasq := !cfg.MasqueradeAll && len(cidrs) > 0
+	if clusterMasq {
+		chains = append(chains, ChainClusterMasq)
+	}
+	w.table("nat", chains...)
+	w.rule(ChainMarkMasq, "", "ask KIPVS-POSTROUTING to masquerade this connection", "MARK --or-mark "+mark)
+	switch {
+	case cfg.MasqueradeAll:
+		w.rule(ChainServices, w.set(SetClusterIP, "dst,dst"), "--masquerade-all: masquerade every connection to a ClusterIP", ChainMarkMasq)
+	case clusterMasq:
+		w.rule(ChainServices, w.set(SetClusterIP, "dst,dst"), "ClusterIP: decide by source", ChainClusterMasq)
+		for _, p := range cidrs {
+			w.rule(ChainClusterMasq, "-s "+p.String(), "from the cluster CIDR: pods keep their source address", "RETURN")
+		}
+		w.rule(ChainClusterMasq, "", "from outside the cluster CIDR: masquerade so replies return through this node", ChainMarkMasq)
+	}
+	w.rule(ChainServices, w.set(SetExternalIP, "dst,dst"), "externalIP with externalTrafficPolicy Cluster: the endpoint may be on another node", ChainMarkMasq)
+	w.rule(ChainServices, w.set(SetLoadBalancer, "dst,dst"), "load balancer with externalTrafficPolicy Cluster: the endpoint may be on another node", ChainMarkMasq)
+	w.rule(ChainServices, w.set(SetNodePort, "dst,dst"), "NodePort with externalTrafficPolicy Cluster: the endpoint may be on another node", ChainMarkMasq)
+	w.rule(ChainOutput, w.set(SetVIPs, "src"),
+		"node-originated with a VIP as source (what the node picks toward a VIP it holds): no other host could reply to it", ChainMarkMasq)
+	w.rule(ChainOutput, "", "node-originated traffic follows the same masquerade rules", ChainServices)
+	w.rule(ChainPostrouting, w.set(SetLoopBack, "dst,dst,src"),
+		"hairpin: a client chosen as the endpoint of its own Service must see the reply come from the Service", "MASQUERADE")
+	w.rule(ChainPostrouting, "-m mark ! --mark "+mark+"/"+mark, "not marked for masquerade", "RETURN")
+	w.rule(ChainPostrouting, "", "clear the mark, so a re-routed packet is not masqueraded twice", "MARK --xor-mark "+mark)
+	w.rule(ChainPostrouting, "", "masquerade connections marked in KIPVS-SERVICES", "MASQUERADE")
+	w.jump("PREROUTING", "mark Service traffic to masquerade", ChainServices)
+	w.jump("OUTPUT", "mark node-originated Service traffic to masquerade", ChainOutput)
+	w.jump("POSTROUTING", "masquerade marked and hairpin Service traffic", ChainPostrouting)
+	w.line("COMMIT")
+
+	// filter: the VIP filter, health checks and NodePorts, forwarded replies.
+	w.table("filter", ChainInput, ChainVIPFilter, ChainForward)
+	w.rule(ChainInput, "-m conntrack --ctstate NEW "+w.set(SetVIPs, "dst"),
+		"new connection to a VIP: only to a port a Service exposes there", ChainVIPFilter)
+	w.rule(ChainInput, "-p tcp -m set --match-set "+SetHealthCheckNodePort+" dst",
+		"health-check node port of an externalTrafficPolicy Local load balancer", "ACCEPT")
+	w.rule(ChainInput, w.set(SetNodePort, "dst,dst"), "NodePort, externalTrafficPolicy Cluster", "ACCEPT")
+	w.rule(ChainInput, w.set(SetNodePortLocal, "dst,dst"), "NodePort, externalTrafficPolicy Local", "ACCEPT")
+	for _, s := range []string{SetClusterIP, SetExternalIP, SetExternalIPLocal, SetLoadBalancer, SetLoadBalancerLocal} {
+		w.rule(ChainVIPFilter, w.set(s, "dst,dst"), "a Service port: IPVS takes it", "RETURN")
+	}
+	w.rule(ChainVIPFilter, "-p "+icmp, "ping and errors to a VIP stay answered", "RETURN")
+	w.rule(ChainVIPFilter, "",
+		"no Service on this VIP and port: a node process on 0.0.0.0 must not be reachable here (k8s #72236)", "REJECT")
+	w.rule(ChainForward, "-m conntrack --ctstate INVALID",
+		"out-of-window packets of NATed connections would reach endpoints un-NATed and be answered with RST", "DROP")
+	w.rule(ChainForward, "-m conntrack --ctstate RELATED,ESTABLISHED",
+		"replies from endpoints cross FORWARD before IPVS un-NATs them; a DROP policy must not cut them", "ACCEPT")
+	w.jump("INPUT", "VIP filter, health-check and node ports", ChainInput)
+	w.jump("FORWARD", "replies of Service connections", ChainForward)
+	w.line("COMMIT")
+	return w.b.String()
+}
