@@ -19,6 +19,12 @@ type Config struct {
 	// NodePortAddresses selects the node IPs that get NodePort virtual servers (empty: every
 	// address but loopback, link-local and kube-ipvs0's).
 	NodePortAddresses []netip.Prefix
+	// NodePortPrimary uses the Node object's InternalIP addresses instead (kube-proxy's
+	// --nodeport-addresses=primary).
+	NodePortPrimary bool
+	// ExcludeCIDRs are never cleaned up: virtual servers there that the proxy does not want
+	// are left alone even when they look like its own (kube-proxy's ipvs.excludeCIDRs).
+	ExcludeCIDRs []netip.Prefix
 	// NodePortRange bounds the ports of NodePort virtual servers on node IPs that the proxy
 	// considers its own when it repairs drift (--service-node-port-range).
 	NodePortMin, NodePortMax uint16

@@ -429,8 +429,20 @@ func (c *Controller) logVSError(k model.VSKey, e error) {
 // refreshNode reads the zone and the node IPs for NodePort virtual servers.
 func (c *Controller) refreshNode() error {
 	c.nodeZone = ""
-	if n, err := c.nodes.Get(c.cfg.NodeName); err == nil {
-		c.nodeZone = n.Labels[corev1.LabelTopologyZone]
+	node, nerr := c.nodes.Get(c.cfg.NodeName)
+	if nerr == nil {
+		c.nodeZone = node.Labels[corev1.LabelTopologyZone]
+	}
+	if c.cfg.NodePortPrimary {
+		c.nodeIPs = nil
+		if node != nil {
+			for _, a := range node.Status.Addresses {
+				if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+					c.nodeIPs = append(c.nodeIPs, ip.Unmap())
+				}
+			}
+		}
+		return nil
 	}
 	host, err := c.hostAddrs()
 	if err != nil {
@@ -610,6 +622,11 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 	}
 	bound := c.addrs.Bound()
 	owned := func(k model.VSKey) bool {
+		for _, p := range c.cfg.ExcludeCIDRs {
+			if p.Contains(k.Addr) {
+				return false
+			}
+		}
 		if bound[k.Addr] {
 			return true
 		}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kube-ipvs/kube-ipvs/config"
 	"github.com/kube-ipvs/kube-ipvs/conntrack"
 	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
@@ -60,6 +61,8 @@ type runOptions struct {
 	healthzAddress    string
 	metricsAddress    string
 	clusterCIDRs      []string
+	excludeCIDRs      []string
+	configFile        string
 	masqueradeAll     bool
 	iptablesBackend   string
 }
@@ -67,13 +70,14 @@ type runOptions struct {
 func runFlags(o *runOptions) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	fs.SortFlags = false
+	fs.StringVar(&o.configFile, "config", "", "a KubeIPVSConfiguration or kube-proxy KubeProxyConfiguration file; flags given on the command line override it")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: none, which means the in-cluster configuration)")
 	fs.StringVar(&o.manifests, "manifests", "", "run without a cluster: read Service, EndpointSlice and Node objects from this YAML/JSON file or folder, re-read on SIGHUP (default: none, watch the API server)")
 	fs.StringVar(&o.hostname, "hostname-override", "", "this node's name, as in its Node object and endpoints' nodeName (default: the host name)")
 	fs.StringVar(&o.scheduler, "scheduler", "rr", "default IPVS scheduler for Services without the "+proxy.AnnotationScheduler+" annotation: "+strings.Join(proxy.Schedulers(), ", "))
 	fs.DurationVar(&o.syncPeriod, "sync-period", 30*time.Second, "how often the kernel state is compared with the desired state and repaired")
 	fs.DurationVar(&o.minSyncPeriod, "min-sync-period", time.Second, "shortest time between two syncs; changes arriving faster are applied together")
-	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", nil, "CIDRs whose node addresses get NodePort virtual servers, comma-separated (default: every address except loopback, link-local and the dummy interface's)")
+	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", nil, "CIDRs whose node addresses get NodePort virtual servers, comma-separated, or \"primary\" for the Node object's InternalIPs (default: every address except loopback, link-local and the dummy interface's)")
 	fs.StringVar(&o.nodePortRange, "service-node-port-range", "30000-32767", "the cluster's NodePort range; NodePort virtual servers on node IPs inside it are the proxy's own")
 	fs.StringVar(&o.dummyInterface, "dummy-interface", "kube-ipvs0", "the dummy interface that holds the Service addresses")
 	fs.DurationVar(&o.drainTimeout, "graceful-termination-timeout", 30*time.Second, "how long a removed TCP endpoint keeps its open connections at weight 0 before it is deleted (0: delete at once)")
@@ -82,6 +86,7 @@ func runFlags(o *runOptions) *pflag.FlagSet {
 	fs.DurationVar(&o.udpTimeout, "ipvs-udp-timeout", 0, "IPVS timeout of UDP flows, as ipvsadm --set (0: leave the kernel's)")
 	fs.BoolVar(&o.strictARP, "strict-arp", false, "set arp_ignore=1 and arp_announce=2 so the node never answers ARP for Service VIPs (needed by MetalLB)")
 	fs.StringSliceVar(&o.clusterCIDRs, "cluster-cidr", nil, "the pod networks, comma-separated (any families): traffic to a ClusterIP from outside them is masqueraded")
+	fs.StringSliceVar(&o.excludeCIDRs, "exclude-cidrs", nil, "CIDRs whose virtual servers the proxy never deletes when it cleans up, comma-separated (kube-proxy's ipvs.excludeCIDRs)")
 	fs.BoolVar(&o.masqueradeAll, "masquerade-all", false, "masquerade every connection to a ClusterIP")
 	fs.StringVar(&o.iptablesBackend, "iptables-backend", "", "iptables backend for the project's rules: legacy or nft (default: detect the one the node uses)")
 	fs.StringVar(&o.healthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
@@ -124,10 +129,26 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kube-ipvs run: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	var warnings []string
+	if o.configFile != "" {
+		settings, w, err := config.Load(o.configFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "kube-ipvs run: --config %s: %v\n", o.configFile, err)
+			return 2
+		}
+		warnings = w
+		if err := config.ApplyToFlags(settings, fs); err != nil {
+			fmt.Fprintf(stderr, "kube-ipvs run: --config %s: %v\n", o.configFile, err)
+			return 2
+		}
+	}
 	log, err := newLogger(stderr, o.logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-ipvs run: %v\n", err)
 		return 2
+	}
+	for _, w := range warnings {
+		log.Warn("config file", "file", o.configFile, "warning", w)
 	}
 	cfg, err := o.controllerConfig()
 	if err != nil {
@@ -173,11 +194,25 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 		return cfg, fmt.Errorf("--min-sync-period=%s: must be between 0 and --sync-period", o.minSyncPeriod)
 	}
 	for _, c := range o.nodePortAddresses {
+		if strings.TrimSpace(c) == config.NodePortAddressesPrimary {
+			if len(o.nodePortAddresses) > 1 {
+				return cfg, fmt.Errorf("--nodeport-addresses: %q cannot be combined with CIDRs", c)
+			}
+			cfg.NodePortPrimary = true
+			continue
+		}
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))
 		if err != nil {
 			return cfg, fmt.Errorf("--nodeport-addresses: %q is not a CIDR: %v", c, err)
 		}
 		cfg.NodePortAddresses = append(cfg.NodePortAddresses, p.Masked())
+	}
+	for _, c := range o.excludeCIDRs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return cfg, fmt.Errorf("--exclude-cidrs: %q is not a CIDR: %v", c, err)
+		}
+		cfg.ExcludeCIDRs = append(cfg.ExcludeCIDRs, p.Masked())
 	}
 	for _, c := range o.clusterCIDRs {
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))

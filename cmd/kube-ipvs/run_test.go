@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/config"
 )
 
 func TestRunHelpStatesEveryDefault(t *testing.T) {
@@ -17,7 +21,7 @@ func TestRunHelpStatesEveryDefault(t *testing.T) {
 	lines := strings.Split(out.String(), "\n")
 	for _, name := range []string{"kubeconfig", "manifests", "hostname-override", "scheduler", "sync-period",
 		"min-sync-period", "nodeport-addresses", "service-node-port-range", "dummy-interface", "once", "log-level",
-		"graceful-termination-timeout", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout", "strict-arp", "healthz-bind-address", "metrics-bind-address", "cluster-cidr", "masquerade-all", "iptables-backend"} {
+		"graceful-termination-timeout", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout", "strict-arp", "healthz-bind-address", "metrics-bind-address", "cluster-cidr", "masquerade-all", "iptables-backend", "config", "exclude-cidrs"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is not defined", name)
 			continue
@@ -70,5 +74,42 @@ func TestRunConfigDefaults(t *testing.T) {
 	if cfg.DefaultScheduler != "rr" || cfg.SyncPeriod != 30*time.Second || cfg.MinSyncPeriod != time.Second ||
 		cfg.NodePortMin != 30000 || cfg.NodePortMax != 32767 || len(cfg.NodePortAddresses) != 1 || cfg.NodeName != "n1" {
 		t.Fatalf("defaults: %+v", cfg)
+	}
+}
+
+// Every setting a config file can carry has a flag, so ApplyToFlags never drops one.
+func TestEveryConfigSettingHasAFlag(t *testing.T) {
+	var o runOptions
+	fs := runFlags(&o)
+	for _, name := range config.FlagNames() {
+		if fs.Lookup(name) == nil {
+			t.Errorf("config files can set %q but run has no such flag", name)
+		}
+	}
+}
+
+func TestConfigFileWithFlagsOverriding(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "kp.yaml")
+	os.WriteFile(file, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  scheduler: lc\n  syncPeriod: 45s\n  strictARP: true\nclusterCIDR: 10.244.0.0/16\n"), 0o644)
+	var o runOptions
+	fs := runFlags(&o)
+	if err := fs.Parse([]string{"--config", file, "--sync-period", "10s"}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := config.ApplyToFlags(s, fs); err != nil {
+		t.Fatal(err)
+	}
+	if o.scheduler != "lc" || o.syncPeriod != 10*time.Second || !o.strictARP || len(o.clusterCIDRs) != 1 {
+		t.Errorf("after the file and flags: scheduler %s sync %s strictARP %v cluster %v", o.scheduler, o.syncPeriod, o.strictARP, o.clusterCIDRs)
+	}
+	var out, errb bytes.Buffer
+	os.WriteFile(file, []byte("apiVersion: kube-ipvs.io/v1alpha1\nkind: KubeIPVSConfiguration\nsyncPeriod: 3x\n"), 0o644)
+	if code := runRun([]string{"--config", file}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "syncPeriod") {
+		t.Errorf("a bad value in the file: exit %d, %q", code, errb.String())
 	}
 }

@@ -1,0 +1,626 @@
+package config
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const ownHeader = "apiVersion: kube-ipvs.io/v1alpha1\nkind: KubeIPVSConfiguration\n"
+
+func parseOK(t *testing.T, doc string) (*Settings, []string) {
+	t.Helper()
+	s, warnings, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatalf("Parse:\n%s\nerror: %v", doc, err)
+	}
+	return s, warnings
+}
+
+func TestOwnFormatEveryField(t *testing.T) {
+	doc := ownHeader + `
+kubeconfig: /etc/kubernetes/kube-ipvs.conf
+manifests: /srv/manifests
+hostnameOverride: " Worker-1 "
+scheduler: wlc
+syncPeriod: 1m
+minSyncPeriod: 500ms
+nodePortAddresses: [10.0.0.0/8, "fd00::/64"]
+serviceNodePortRange: 20000-22767
+dummyInterface: ipvs0
+gracefulTerminationTimeout: 2m30s
+ipvsTCPTimeout: 900s
+ipvsTCPFinTimeout: 120s
+ipvsUDPTimeout: 300s
+strictARP: true
+healthzBindAddress: "[::]:10256"
+metricsBindAddress: 0.0.0.0:10249
+logLevel: debug
+clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
+masqueradeAll: true
+excludeCIDRs:
+- 192.168.100.0/24
+- 192.168.200.0/24
+`
+	s, warnings := parseOK(t, doc)
+	if len(warnings) != 0 {
+		t.Errorf("warnings: %q", warnings)
+	}
+	want := map[string]string{
+		"kubeconfig":                   "/etc/kubernetes/kube-ipvs.conf",
+		"manifests":                    "/srv/manifests",
+		"hostname-override":            "worker-1",
+		"scheduler":                    "wlc",
+		"sync-period":                  "1m0s",
+		"min-sync-period":              "500ms",
+		"nodeport-addresses":           "10.0.0.0/8,fd00::/64",
+		"service-node-port-range":      "20000-22767",
+		"dummy-interface":              "ipvs0",
+		"graceful-termination-timeout": "2m30s",
+		"ipvs-tcp-timeout":             "15m0s",
+		"ipvs-tcpfin-timeout":          "2m0s",
+		"ipvs-udp-timeout":             "5m0s",
+		"strict-arp":                   "true",
+		"healthz-bind-address":         "[::]:10256",
+		"metrics-bind-address":         "0.0.0.0:10249",
+		"log-level":                    "debug",
+		"cluster-cidr":                 "10.244.0.0/16,fd00:10:244::/56",
+		"masquerade-all":               "true",
+		"exclude-cidrs":                "192.168.100.0/24,192.168.200.0/24",
+	}
+	if s.Kind != Kind {
+		t.Errorf("Kind = %q", s.Kind)
+	}
+	if !maps.Equal(s.Values, want) {
+		t.Errorf("values:\n got %v\nwant %v", s.Values, want)
+	}
+	if got := slices.Sorted(maps.Keys(want)); !slices.Equal(got, FlagNames()) {
+		t.Errorf("FlagNames() = %v; the test covers %v", FlagNames(), got)
+	}
+	if len(FieldNames()) != len(want) {
+		t.Errorf("FieldNames() = %v", FieldNames())
+	}
+}
+
+func TestOwnFormatOmittedAndNull(t *testing.T) {
+	s, _ := parseOK(t, ownHeader)
+	if len(s.Values) != 0 {
+		t.Errorf("an empty configuration sets %v", s.Values)
+	}
+	// null is as if left out; explicit empty values are settings (e.g. no metrics server).
+	s, _ = parseOK(t, ownHeader+"scheduler: null\nsyncPeriod:\nmetricsBindAddress: \"\"\nnodePortAddresses: []\nstrictARP: false\n")
+	want := map[string]string{"metrics-bind-address": "", "nodeport-addresses": "", "strict-arp": "false"}
+	if !maps.Equal(s.Values, want) {
+		t.Errorf("values %v, want %v", s.Values, want)
+	}
+}
+
+func TestJSONFile(t *testing.T) {
+	s, _ := parseOK(t, `{"apiVersion": "kube-ipvs.io/v1alpha1", "kind": "KubeIPVSConfiguration", "syncPeriod": "10s"}`)
+	if s.Values["sync-period"] != "10s" {
+		t.Errorf("values %v", s.Values)
+	}
+}
+
+func TestBindAddressNormalised(t *testing.T) {
+	cases := map[string]string{
+		`0.0.0.0`:          "0.0.0.0:10249",
+		`"::"`:             "[::]:10249",
+		`"[::1]"`:          "[::1]:10249",
+		`10.1.2.3`:         "10.1.2.3:10249",
+		`10.1.2.3:9100`:    "10.1.2.3:9100",
+		`"[fd00::1]:9100"`: "[fd00::1]:9100",
+		`":9100"`:          ":9100",
+		`""`:               "",
+	}
+	for in, want := range cases {
+		s, _ := parseOK(t, ownHeader+"metricsBindAddress: "+in+"\nhealthzBindAddress: "+in+"\n")
+		if got := s.Values["metrics-bind-address"]; got != want {
+			t.Errorf("metricsBindAddress %s: got %q, want %q", in, got, want)
+		}
+		wantHealthz := strings.Replace(want, "10249", "10256", 1)
+		if got := s.Values["healthz-bind-address"]; got != wantHealthz {
+			t.Errorf("healthzBindAddress %s: got %q, want %q", in, got, wantHealthz)
+		}
+	}
+}
+
+func TestOwnFormatInvalidValues(t *testing.T) {
+	cases := []struct{ field, want string }{
+		{"syncPeriod: 3x", `syncPeriod: "3x" is not a duration`},
+		{"syncPeriod: 30", `syncPeriod: 30 is not a duration (write a string such as "30s")`},
+		{"syncPeriod: 0s", `syncPeriod: "0s" must be positive`},
+		{"minSyncPeriod: -1s", `minSyncPeriod: "-1s" must not be negative`},
+		{"gracefulTerminationTimeout: -30s", `gracefulTerminationTimeout: "-30s" must not be negative`},
+		{"ipvsTCPTimeout: -1s", `ipvsTCPTimeout: "-1s" must not be negative`},
+		{"ipvsTCPFinTimeout: -1s", `ipvsTCPFinTimeout: "-1s" must not be negative`},
+		{"ipvsUDPTimeout: 5 minutes", `ipvsUDPTimeout: "5 minutes" is not a duration`},
+		{"scheduler: fastest", `scheduler: "fastest" is not an IPVS scheduler; use one of rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos`},
+		{"scheduler: [rr]", `scheduler: ["rr"] is not a string`},
+		{"nodePortAddresses: [10.0.0.0/8, bogus]", `nodePortAddresses[1]: "bogus" is not a CIDR`},
+		{"nodePortAddresses: 10.0.0.0/8", `nodePortAddresses: "10.0.0.0/8" is not a list`},
+		{"nodePortAddresses: [primary, 10.0.0.0/8]", `nodePortAddresses[0]: "primary" must be the only entry`},
+		{"serviceNodePortRange: 32767-30000", `serviceNodePortRange: "32767-30000": the low port 32767 is above the high port 30000`},
+		{"serviceNodePortRange: \"30000\"", `serviceNodePortRange: "30000": want LOW-HIGH`},
+		{"serviceNodePortRange: 0-100", `serviceNodePortRange: "0-100": want LOW-HIGH`},
+		{"serviceNodePortRange: 30000-70000", `serviceNodePortRange: "30000-70000": want LOW-HIGH`},
+		{"dummyInterface: a-name-far-too-long", `dummyInterface: "a-name-far-too-long" is not a Linux interface name`},
+		{"dummyInterface: \"\"", `dummyInterface: "" is not a Linux interface name`},
+		{"strictARP: \"true\"", `strictARP: "true" is not a boolean`},
+		{"masqueradeAll: 1", `masqueradeAll: 1 is not a boolean`},
+		{"healthzBindAddress: localhost:10256", `healthzBindAddress: "localhost:10256": want IP:PORT`},
+		{"metricsBindAddress: 0.0.0.0:99999", `metricsBindAddress: "0.0.0.0:99999": want IP:PORT`},
+		{"metricsBindAddress: 0.0.0.0:0", `metricsBindAddress: "0.0.0.0:0": want IP:PORT`},
+		{"logLevel: loud", `logLevel: "loud" is not a log level`},
+		{"hostnameOverride: 12", `hostnameOverride: 12 is not a string`},
+		{"clusterCIDR: 10.244.0.0/33", `clusterCIDR: "10.244.0.0/33" is not a CIDR`},
+		{"clusterCIDR: 10.0.0.0/8,10.1.0.0/16", `clusterCIDR: "10.0.0.0/8,10.1.0.0/16": want one CIDR, or one IPv4 and one IPv6 CIDR`},
+		{"clusterCIDR: [10.0.0.0/8]", `clusterCIDR: ["10.0.0.0/8"] is not a string`},
+		{"excludeCIDRs: [10.0.0.0/8, 10.1.0.0]", `excludeCIDRs[1]: "10.1.0.0" is not a CIDR`},
+		{"excludeCIDRs: [[10.0.0.0/8]]", `excludeCIDRs[0]: ["10.0.0.0/8"] is not a string`},
+	}
+	for _, tc := range cases {
+		_, _, err := Parse([]byte(ownHeader + tc.field + "\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want it to contain %q", tc.field, err, tc.want)
+		}
+	}
+}
+
+func TestOwnFormatReportsEveryProblem(t *testing.T) {
+	_, _, err := Parse([]byte(ownHeader + "syncPeriod: 3x\nscheduler: fastest\nsyncperiod: 1s\n"))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{`scheduler: "fastest"`, `syncPeriod: "3x"`, `unknown field "syncperiod"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestOwnFormatUnknownFieldsAreErrors(t *testing.T) {
+	cases := []struct{ field, want string }{
+		{"syncperiod: 1s", `unknown field "syncperiod" (did you mean "syncPeriod"?)`},
+		{"sync-period: 1s", `unknown field "sync-period" (did you mean "syncPeriod"?)`},
+		{"nodeport-addresses: []", `unknown field "nodeport-addresses" (did you mean "nodePortAddresses"?)`},
+		{"ipvs: {scheduler: rr}", `unknown field "ipvs" (KubeIPVSConfiguration fields: kubeconfig, manifests,`},
+		{"mode: ipvs", `unknown field "mode"`},
+	}
+	for _, tc := range cases {
+		_, _, err := Parse([]byte(ownHeader + tc.field + "\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want it to contain %q", tc.field, err, tc.want)
+		}
+	}
+}
+
+func TestHeaderAndDocumentErrors(t *testing.T) {
+	cases := []struct{ doc, want string }{
+		{"", "the file is empty"},
+		{"# only a comment\n", "the file is empty"},
+		{"apiVersion: kube-ipvs.io/v1beta1\nkind: KubeIPVSConfiguration\n", `apiVersion "kube-ipvs.io/v1beta1": kind KubeIPVSConfiguration wants apiVersion kube-ipvs.io/v1alpha1`},
+		{"apiVersion: kubeproxy.config.k8s.io/v1alpha2\nkind: KubeProxyConfiguration\n", `apiVersion "kubeproxy.config.k8s.io/v1alpha2": kube-ipvs reads kube-proxy configurations of apiVersion kubeproxy.config.k8s.io/v1alpha1`},
+		{"syncPeriod: 30s\n", "no kind: want kind KubeIPVSConfiguration"},
+		{"apiVersion: v1\nkind: Pod\n", `kind "Pod": want KubeIPVSConfiguration`},
+		{"apiVersion: v1\nkind: ConfigMap\ndata: {}\n", "kind ConfigMap: give the configuration file the ConfigMap holds"},
+		{"- a\n- b\n", `the file holds ["a","b"]; want a mapping of fields`},
+		{"syncPeriod: [\n", "not valid YAML"},
+		{ownHeader + "syncPeriod: 1s\nsyncPeriod: 2s\n", `key "syncPeriod" already set`},
+		{ownHeader + "---\n" + ownHeader, "the file holds 2 YAML documents; want exactly one"},
+	}
+	for _, tc := range cases {
+		_, _, err := Parse([]byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v; want it to contain %q", tc.doc, err, tc.want)
+		}
+	}
+	// Separators around a single document are fine.
+	parseOK(t, "---\n# kube-ipvs\n"+ownHeader+"syncPeriod: 1s\n---\n# nothing more\n")
+}
+
+const kpHeader = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n"
+
+func TestKubeProxyHonouredFields(t *testing.T) {
+	cases := []struct {
+		doc  string
+		want map[string]string
+	}{
+		{"ipvs: {scheduler: sh}", map[string]string{"scheduler": "sh"}},
+		{"ipvs: {strictARP: true}", map[string]string{"strict-arp": "true"}},
+		{"ipvs: {syncPeriod: 15s}", map[string]string{"sync-period": "15s"}},
+		{"ipvs: {minSyncPeriod: 2s}", map[string]string{"min-sync-period": "2s"}},
+		{"ipvs: {excludeCIDRs: [10.96.100.0/24, \"fd00:1::/64\"]}", map[string]string{"exclude-cidrs": "10.96.100.0/24,fd00:1::/64"}},
+		{"ipvs: {tcpTimeout: 900s}", map[string]string{"ipvs-tcp-timeout": "15m0s"}},
+		{"ipvs: {tcpFinTimeout: 120s}", map[string]string{"ipvs-tcpfin-timeout": "2m0s"}},
+		{"ipvs: {udpTimeout: 300s}", map[string]string{"ipvs-udp-timeout": "5m0s"}},
+		{"clusterCIDR: 10.244.0.0/16", map[string]string{"cluster-cidr": "10.244.0.0/16"}},
+		{"clusterCIDR: 10.244.0.0/16, fd00:10:244::/56", map[string]string{"cluster-cidr": "10.244.0.0/16,fd00:10:244::/56"}},
+		{"nodePortAddresses: [primary]", map[string]string{"nodeport-addresses": "primary"}},
+		{"nodePortAddresses: [192.168.0.0/16, \"fd00::/64\"]", map[string]string{"nodeport-addresses": "192.168.0.0/16,fd00::/64"}},
+		{"masqueradeAll: true", map[string]string{"masquerade-all": "true"}},
+		{"iptables: {masqueradeAll: true}", map[string]string{"masquerade-all": "true"}},
+		{"nftables: {masqueradeAll: true}", map[string]string{"masquerade-all": "true"}},
+		{"masqueradeAll: false\niptables: {masqueradeAll: true}", map[string]string{"masquerade-all": "true"}},
+		{"hostnameOverride: Node-1.Example", map[string]string{"hostname-override": "node-1.example"}},
+		{"healthzBindAddress: 0.0.0.0:10256", map[string]string{"healthz-bind-address": "0.0.0.0:10256"}},
+		{"healthzBindAddress: \"::\"", map[string]string{"healthz-bind-address": "[::]:10256"}},
+		{"metricsBindAddress: 0.0.0.0:10249", map[string]string{"metrics-bind-address": "0.0.0.0:10249"}},
+		{"metricsBindAddress: 0.0.0.0", map[string]string{"metrics-bind-address": "0.0.0.0:10249"}},
+		{"metricsBindAddress: 127.0.0.1:9999", map[string]string{"metrics-bind-address": "127.0.0.1:9999"}},
+		{"clientConnection: {kubeconfig: /var/lib/kube-proxy/kubeconfig.conf}", map[string]string{"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"}},
+		// Newer files hold the sync periods at the top level; ipvs.* wins over them.
+		{"syncPeriod: 20s\nminSyncPeriod: 3s", map[string]string{"sync-period": "20s", "min-sync-period": "3s"}},
+		{"syncPeriod: 20s\nipvs: {syncPeriod: 40s}", map[string]string{"sync-period": "40s"}},
+		// Zero values are kube-proxy's "use the default".
+		{"ipvs: {scheduler: \"\", strictARP: false, syncPeriod: 0s, minSyncPeriod: 0s, excludeCIDRs: null, tcpTimeout: 0s}", map[string]string{}},
+		{"healthzBindAddress: \"\"\nmetricsBindAddress: \"\"\nhostnameOverride: \"\"\nclusterCIDR: \"\"\nnodePortAddresses: []", map[string]string{}},
+		{"ipvs: null\niptables: null\nclientConnection: null", map[string]string{}},
+	}
+	for _, tc := range cases {
+		s, warnings := parseOK(t, kpHeader+tc.doc+"\n")
+		if s.Kind != KubeProxyKind {
+			t.Errorf("Kind = %q", s.Kind)
+		}
+		if !maps.Equal(s.Values, tc.want) {
+			t.Errorf("%s:\n got %v\nwant %v", tc.doc, s.Values, tc.want)
+		}
+		if len(warnings) != 0 {
+			t.Errorf("%s: warnings %q", tc.doc, warnings)
+		}
+	}
+}
+
+func TestKubeProxyMode(t *testing.T) {
+	const head = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	cases := []struct{ mode, want string }{
+		{"mode: ipvs\n", ""},
+		{"mode: iptables\n", `kube-proxy configuration: mode "iptables" ignored: kube-ipvs is an IPVS proxy and programs IPVS virtual servers, not iptables rules,`},
+		{"mode: nftables\n", `kube-proxy configuration: mode "nftables" ignored: kube-ipvs is an IPVS proxy and programs IPVS virtual servers, not nftables rules,`},
+		{"mode: kernelspace\n", `kube-proxy configuration: mode "kernelspace" ignored: kube-ipvs is an IPVS proxy`},
+		{"mode: \"\"\n", `kube-proxy configuration: mode "" means kube-proxy's default iptables mode; kube-ipvs is an IPVS proxy`},
+		{"mode: null\n", `kube-proxy configuration: mode "" means kube-proxy's default iptables mode; kube-ipvs is an IPVS proxy`},
+		{"", "kube-proxy configuration: no mode, so kube-proxy ran in its default iptables mode; kube-ipvs is an IPVS proxy"},
+	}
+	for _, tc := range cases {
+		s, warnings := parseOK(t, head+tc.mode+"ipvs: {scheduler: lc}\n")
+		if s.Values["scheduler"] != "lc" {
+			t.Errorf("%q: the ipvs settings must apply whatever the mode: %v", tc.mode, s.Values)
+		}
+		if tc.want == "" {
+			if len(warnings) != 0 {
+				t.Errorf("%q: warnings %q", tc.mode, warnings)
+			}
+			continue
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0], tc.want) || !strings.Contains(warnings[0], "set mode: ipvs to silence this warning") {
+			t.Errorf("%q: warnings %q; want one containing %q", tc.mode, warnings, tc.want)
+		}
+	}
+	if _, _, err := Parse([]byte(head + "mode: [ipvs]\n")); err == nil || !strings.Contains(err.Error(), `mode: ["ipvs"] is not a string`) {
+		t.Errorf("mode as a list: %v", err)
+	}
+}
+
+func TestKubeProxyNotAppliedFieldsInOneWarningLine(t *testing.T) {
+	doc := kpHeader + `
+bindAddress: 10.0.0.5
+detectLocalMode: InterfaceNamePrefix
+detectLocal:
+  bridgeInterface: ""
+  interfaceNamePrefix: veth
+featureGates:
+  SomeAlphaFeature: true
+  SomeBetaFeature: false
+conntrack:
+  maxPerCore: 32768
+  min: 131072
+  tcpEstablishedTimeout: 24h0m0s
+  tcpCloseWaitTimeout: 0s
+iptables:
+  masqueradeBit: 14
+  syncPeriod: 30s
+  minSyncPeriod: 1s
+nftables:
+  tableName: ""
+logging:
+  format: json
+  verbosity: 4
+  options:
+    json:
+      infoBufferSize: "0"
+oomScoreAdj: -999
+serviceProxyName: other-proxy
+enableProfiling: true
+clientConnection:
+  qps: 50
+  burst: 100
+  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+ipvs:
+  strictARP: true
+`
+	s, warnings := parseOK(t, doc)
+	want := "kube-proxy configuration: fields set but not applied by kube-ipvs: bindAddress, " +
+		"clientConnection.burst, clientConnection.qps, conntrack.maxPerCore, conntrack.min, " +
+		"conntrack.tcpEstablishedTimeout, detectLocal.interfaceNamePrefix, detectLocalMode, enableProfiling, " +
+		"featureGates.SomeAlphaFeature, featureGates.SomeBetaFeature, iptables.masqueradeBit, iptables.minSyncPeriod, " +
+		"iptables.syncPeriod, logging.format, logging.verbosity, oomScoreAdj, serviceProxyName"
+	if len(warnings) != 1 || warnings[0] != want {
+		t.Errorf("warnings:\n%s\nwant exactly:\n%s", strings.Join(warnings, "\n"), want)
+	}
+	wantValues := map[string]string{"strict-arp": "true", "kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"}
+	if !maps.Equal(s.Values, wantValues) {
+		t.Errorf("values %v, want %v", s.Values, wantValues)
+	}
+
+	// Old files have featureGates as one string.
+	_, warnings = parseOK(t, kpHeader+"featureGates: SupportIPVSProxyMode=true\n")
+	if len(warnings) != 1 || !strings.HasSuffix(warnings[0], "not applied by kube-ipvs: featureGates") {
+		t.Errorf("featureGates string: %q", warnings)
+	}
+}
+
+func TestKubeProxyUnknownFieldsAreWarnings(t *testing.T) {
+	doc := kpHeader + `
+udpIdleTimeout: 250ms
+resourceContainer: /kube-proxy
+ipvs:
+  schedular: wrr
+  scheduler: lc
+clientConnection:
+  kubeconfigg: /x
+`
+	s, warnings := parseOK(t, doc)
+	want := "kube-proxy configuration: unknown fields ignored (they may come from another kube-proxy version, or be typos): " +
+		"clientConnection.kubeconfigg, ipvs.schedular, resourceContainer, udpIdleTimeout"
+	if len(warnings) != 1 || warnings[0] != want {
+		t.Errorf("warnings:\n%s\nwant exactly:\n%s", strings.Join(warnings, "\n"), want)
+	}
+	if !maps.Equal(s.Values, map[string]string{"scheduler": "lc"}) {
+		t.Errorf("values %v", s.Values)
+	}
+}
+
+func TestKubeProxyDuplicateKeysAreWarnings(t *testing.T) {
+	s, warnings := parseOK(t, kpHeader+"ipvs:\n  scheduler: wrr\n  scheduler: lc\n")
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `key "scheduler" already set`) || strings.Contains(warnings[0], "\n") {
+		t.Errorf("warnings %q", warnings)
+	}
+	if s.Values["scheduler"] == "" {
+		t.Errorf("values %v", s.Values)
+	}
+}
+
+func TestKubeProxyInvalidValues(t *testing.T) {
+	cases := []struct{ field, want string }{
+		{"ipvs: {syncPeriod: 3x}", `ipvs.syncPeriod: "3x" is not a duration`},
+		{"ipvs: {syncPeriod: -30s}", `ipvs.syncPeriod: "-30s" must not be negative`},
+		{"ipvs: {minSyncPeriod: 1 second}", `ipvs.minSyncPeriod: "1 second" is not a duration`},
+		{"ipvs: {tcpTimeout: -1s}", `ipvs.tcpTimeout: "-1s" must not be negative`},
+		{"ipvs: {tcpFinTimeout: -1s}", `ipvs.tcpFinTimeout: "-1s" must not be negative`},
+		{"ipvs: {udpTimeout: 10}", `ipvs.udpTimeout: 10 is not a duration`},
+		{"ipvs: {scheduler: fastest}", `ipvs.scheduler: "fastest" is not an IPVS scheduler`},
+		{"ipvs: {strictARP: \"yes\"}", `ipvs.strictARP: "yes" is not a boolean`},
+		{"ipvs: {excludeCIDRs: [10.0.0.0/8, nope]}", `ipvs.excludeCIDRs[1]: "nope" is not a CIDR`},
+		{"ipvs: rr", `ipvs: "rr" is not a mapping of fields`},
+		{"syncPeriod: 3x", `syncPeriod: "3x" is not a duration`},
+		{"clusterCIDR: 10.244.0.0", `clusterCIDR: "10.244.0.0" is not a CIDR`},
+		{"nodePortAddresses: [primary, 10.0.0.0/8]", `nodePortAddresses[0]: "primary" must be the only entry`},
+		{"nodePortAddresses: [10.0.0.0/33]", `nodePortAddresses[0]: "10.0.0.0/33" is not a CIDR`},
+		{"metricsBindAddress: my-host:10249", `metricsBindAddress: "my-host:10249": want IP:PORT`},
+		{"healthzBindAddress: 0.0.0.0:http", `healthzBindAddress: "0.0.0.0:http": want IP:PORT`},
+		{"iptables: {masqueradeAll: \"true\"}", `iptables.masqueradeAll: "true" is not a boolean`},
+		{"clientConnection: {kubeconfig: 5}", `clientConnection.kubeconfig: 5 is not a string`},
+	}
+	for _, tc := range cases {
+		_, _, err := Parse([]byte(kpHeader + tc.field + "\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want it to contain %q", tc.field, err, tc.want)
+		}
+	}
+}
+
+// kubeadmConfig returns config.conf from the kube-proxy ConfigMap kubeadm creates.
+func kubeadmConfig(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("testdata/kubeadm-kube-proxy-configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	conf := cm.Data["config.conf"]
+	if conf == "" {
+		t.Fatal("the ConfigMap has no config.conf")
+	}
+	return conf
+}
+
+func TestKubeadmKubeProxyConfiguration(t *testing.T) {
+	conf := kubeadmConfig(t)
+	s, warnings := parseOK(t, conf)
+	want := map[string]string{"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf", "cluster-cidr": "10.244.0.0/16"}
+	if !maps.Equal(s.Values, want) {
+		t.Errorf("values %v, want %v", s.Values, want)
+	}
+	// kubeadm writes every field with its zero value: nothing is unknown or "set but not
+	// applied"; only the empty mode (iptables) is worth a warning.
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `mode "" means kube-proxy's default iptables mode`) {
+		t.Errorf("warnings %q", warnings)
+	}
+
+	// The usual IPVS-mode edit of that ConfigMap (MetalLB's instructions): no warnings.
+	edited := strings.Replace(conf, `mode: ""`, `mode: ipvs`, 1)
+	edited = strings.Replace(edited, "  strictARP: false", "  strictARP: true", 1)
+	edited = strings.Replace(edited, `  scheduler: ""`, `  scheduler: "lc"`, 1)
+	s, warnings = parseOK(t, edited)
+	want["strict-arp"], want["scheduler"] = "true", "lc"
+	if !maps.Equal(s.Values, want) || len(warnings) != 0 {
+		t.Errorf("edited: values %v warnings %q", s.Values, warnings)
+	}
+
+	// Given the ConfigMap itself instead of the file in it, the error says what to do.
+	_, _, err := Load("testdata/kubeadm-kube-proxy-configmap.yaml")
+	if err == nil || !strings.Contains(err.Error(), "testdata/kubeadm-kube-proxy-configmap.yaml: kind ConfigMap: give the configuration file") {
+		t.Errorf("Load(ConfigMap): %v", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte(ownHeader+"scheduler: mh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(ownHeader+"scheduler: mhh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := Load(good)
+	if err != nil || s.Values["scheduler"] != "mh" {
+		t.Errorf("Load(good): %v %v", s, err)
+	}
+	if _, _, err := Load(bad); err == nil || !strings.HasPrefix(err.Error(), "config "+bad+`: scheduler: "mhh" is not an IPVS scheduler`) {
+		t.Errorf("Load(bad): %v", err)
+	}
+	if _, _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("Load(missing): %v", err)
+	}
+}
+
+// runLikeFlags defines the flags as `kube-ipvs run` does (names, types and defaults), plus
+// --once, which no file sets.
+func runLikeFlags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.String("kubeconfig", "", "")
+	fs.String("manifests", "", "")
+	fs.String("hostname-override", "", "")
+	fs.String("scheduler", "rr", "")
+	fs.Duration("sync-period", 30*time.Second, "")
+	fs.Duration("min-sync-period", time.Second, "")
+	fs.StringSlice("nodeport-addresses", nil, "")
+	fs.String("service-node-port-range", "30000-32767", "")
+	fs.String("dummy-interface", "kube-ipvs0", "")
+	fs.Duration("graceful-termination-timeout", 30*time.Second, "")
+	fs.Duration("ipvs-tcp-timeout", 0, "")
+	fs.Duration("ipvs-tcpfin-timeout", 0, "")
+	fs.Duration("ipvs-udp-timeout", 0, "")
+	fs.Bool("strict-arp", false, "")
+	fs.String("healthz-bind-address", "0.0.0.0:10256", "")
+	fs.String("metrics-bind-address", "127.0.0.1:10249", "")
+	fs.String("log-level", "info", "")
+	fs.String("cluster-cidr", "", "")
+	fs.Bool("masquerade-all", false, "")
+	fs.StringSlice("exclude-cidrs", nil, "")
+	fs.Bool("once", false, "")
+	return fs
+}
+
+func TestApplyToFlagsCommandLineWins(t *testing.T) {
+	s, _ := parseOK(t, ownHeader+`
+scheduler: wrr
+syncPeriod: 10s
+nodePortAddresses: [10.0.0.0/8, 192.168.0.0/16]
+excludeCIDRs: [172.16.0.0/12]
+strictARP: true
+logLevel: debug
+`)
+	fs := runLikeFlags()
+	if err := fs.Parse([]string{"--scheduler=lc", "--nodeport-addresses=10.1.0.0/16", "--strict-arp=false"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplyToFlags(s, fs); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"scheduler":            "lc",              // command line
+		"nodeport-addresses":   "[10.1.0.0/16]",   // command line
+		"strict-arp":           "false",           // command line, even though false is the default
+		"sync-period":          "10s",             // file
+		"log-level":            "debug",           // file
+		"exclude-cidrs":        "[172.16.0.0/12]", // file
+		"min-sync-period":      "1s",              // neither: default
+		"dummy-interface":      "kube-ipvs0",      // neither: default
+		"metrics-bind-address": "127.0.0.1:10249", // neither: default
+	}
+	for name, v := range want {
+		if got := fs.Lookup(name).Value.String(); got != v {
+			t.Errorf("--%s = %q, want %q", name, got, v)
+		}
+	}
+	// A list from the file replaces the default rather than appending to it.
+	s2, _ := parseOK(t, ownHeader+"nodePortAddresses: [10.0.0.0/8, 192.168.0.0/16]\n")
+	fs = runLikeFlags()
+	_ = fs.Parse(nil)
+	if err := ApplyToFlags(s2, fs); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fs.GetStringSlice("nodeport-addresses"); !slices.Equal(got, []string{"10.0.0.0/8", "192.168.0.0/16"}) {
+		t.Errorf("nodeport-addresses = %v", got)
+	}
+}
+
+func TestApplyToFlagsEveryFieldFitsRunFlags(t *testing.T) {
+	for _, doc := range []string{
+		ownHeader + `
+kubeconfig: /k
+manifests: /m
+hostnameOverride: n1
+scheduler: twos
+syncPeriod: 1m
+minSyncPeriod: 0s
+nodePortAddresses: [primary]
+serviceNodePortRange: 1-65535
+dummyInterface: kipvs
+gracefulTerminationTimeout: 0s
+ipvsTCPTimeout: 1h
+ipvsTCPFinTimeout: 1m
+ipvsUDPTimeout: 1m
+strictARP: true
+healthzBindAddress: ""
+metricsBindAddress: "::1"
+logLevel: warn
+clusterCIDR: fd00::/48
+masqueradeAll: true
+excludeCIDRs: []
+`, kubeadmConfig(t),
+	} {
+		s, _ := parseOK(t, doc)
+		fs := runLikeFlags()
+		_ = fs.Parse(nil)
+		if err := ApplyToFlags(s, fs); err != nil {
+			t.Errorf("%s: %v", s.Kind, err)
+		}
+		for name, v := range s.Values {
+			if !fs.Changed(name) {
+				t.Errorf("--%s=%q was not applied", name, v)
+			}
+		}
+	}
+}
+
+func TestApplyToFlagsErrors(t *testing.T) {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.Duration("sync-period", time.Second, "")
+	err := ApplyToFlags(&Settings{Values: map[string]string{"cluster-cidr": "10.0.0.0/8"}}, fs)
+	if err == nil || err.Error() != "config: the file sets cluster-cidr, but this command has no --cluster-cidr flag" {
+		t.Errorf("missing flag: %v", err)
+	}
+	err = ApplyToFlags(&Settings{Values: map[string]string{"sync-period": "soon"}}, fs)
+	if err == nil || !strings.Contains(err.Error(), `config: --sync-period="soon"`) {
+		t.Errorf("bad value: %v", err)
+	}
+	if err := ApplyToFlags(nil, fs); err != nil {
+		t.Errorf("nil settings: %v", err)
+	}
+}

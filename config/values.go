@@ -1,0 +1,267 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/proxy"
+)
+
+// A parser checks one field's value and writes it as its flag takes it. path names the field
+// in errors ("ipvs.syncPeriod"); v is never nil (null means unset and is skipped earlier).
+type parser func(path string, v any) (string, error)
+
+func fieldError(path string, format string, args ...any) error {
+	return fmt.Errorf("%s: "+format, append([]any{path}, args...)...)
+}
+
+// show writes a value as the file spelled it, near enough: strings quoted, numbers and
+// booleans bare, lists and mappings as JSON.
+func show(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return strconv.Quote(v)
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func asString(path string, v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", fieldError(path, "%s is not a string", show(v))
+	}
+	return s, nil
+}
+
+func parseString(path string, v any) (string, error) { return asString(path, v) }
+
+func asBool(path string, v any) (bool, error) {
+	b, ok := v.(bool)
+	if !ok {
+		return false, fieldError(path, "%s is not a boolean (write true or false, without quotes)", show(v))
+	}
+	return b, nil
+}
+
+func parseBool(path string, v any) (string, error) {
+	b, err := asBool(path, v)
+	return strconv.FormatBool(b), err
+}
+
+// asDuration reads a Go duration string ("30s", "1m30s"); negative durations are errors.
+func asDuration(path string, v any) (time.Duration, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fieldError(path, "%s is not a duration (write a string such as \"30s\")", show(v))
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fieldError(path, "%q is not a duration (e.g. \"30s\", \"1m30s\")", s)
+	}
+	if d < 0 {
+		return 0, fieldError(path, "%q must not be negative", s)
+	}
+	return d, nil
+}
+
+func parseDuration(path string, v any) (string, error) {
+	d, err := asDuration(path, v)
+	return d.String(), err
+}
+
+func parsePositiveDuration(path string, v any) (string, error) {
+	d, err := asDuration(path, v)
+	if err == nil && d == 0 {
+		err = fieldError(path, "%s must be positive", show(v))
+	}
+	return d.String(), err
+}
+
+func parseScheduler(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(proxy.Schedulers(), s) {
+		return "", fieldError(path, "%q is not an IPVS scheduler; use one of %s", s, strings.Join(proxy.Schedulers(), ", "))
+	}
+	return s, nil
+}
+
+// asList reads a YAML list of strings.
+func asList(path string, v any) ([]string, error) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, fieldError(path, "%s is not a list (write [a, b] or one \"- a\" line per entry)", show(v))
+	}
+	out := make([]string, 0, len(l))
+	for i, e := range l {
+		s, err := asString(fmt.Sprintf("%s[%d]", path, i), e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, strings.TrimSpace(s))
+	}
+	return out, nil
+}
+
+func checkCIDR(path, s string) error {
+	if _, err := netip.ParsePrefix(s); err != nil {
+		return fieldError(path, "%q is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)", s)
+	}
+	return nil
+}
+
+func parseCIDRList(path string, v any) (string, error) {
+	l, err := asList(path, v)
+	if err != nil {
+		return "", err
+	}
+	for i, c := range l {
+		if err := checkCIDR(fmt.Sprintf("%s[%d]", path, i), c); err != nil {
+			return "", err
+		}
+	}
+	return strings.Join(l, ","), nil
+}
+
+// parseNodePortAddresses reads CIDRs, or kube-proxy's single special value "primary".
+func parseNodePortAddresses(path string, v any) (string, error) {
+	l, err := asList(path, v)
+	if err != nil {
+		return "", err
+	}
+	for i, c := range l {
+		if c == NodePortAddressesPrimary {
+			if len(l) != 1 {
+				return "", fieldError(fmt.Sprintf("%s[%d]", path, i), "%q must be the only entry; it cannot be mixed with CIDRs", c)
+			}
+			continue
+		}
+		if err := checkCIDR(fmt.Sprintf("%s[%d]", path, i), c); err != nil {
+			return "", err
+		}
+	}
+	return strings.Join(l, ","), nil
+}
+
+// parseClusterCIDR reads one CIDR, or a comma-separated dual-stack pair, as kube-proxy does.
+func parseClusterCIDR(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil || strings.TrimSpace(s) == "" {
+		return "", err
+	}
+	parts := strings.Split(s, ",")
+	var fams []bool
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+		p, err := netip.ParsePrefix(parts[i])
+		if err != nil {
+			return "", fieldError(path, "%q is not a CIDR (e.g. 10.244.0.0/16, or a dual-stack pair 10.244.0.0/16,fd00:10:244::/56)", parts[i])
+		}
+		fams = append(fams, p.Addr().Is4())
+	}
+	if len(parts) > 2 || (len(parts) == 2 && fams[0] == fams[1]) {
+		return "", fieldError(path, "%q: want one CIDR, or one IPv4 and one IPv6 CIDR", s)
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// parsePortRange reads LOW-HIGH.
+func parsePortRange(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	lo, hi, ok := strings.Cut(s, "-")
+	l, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
+	h, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
+	if !ok || err1 != nil || err2 != nil || l == 0 {
+		return "", fieldError(path, "%q: want LOW-HIGH with ports 1 to 65535, e.g. 30000-32767", s)
+	}
+	if l > h {
+		return "", fieldError(path, "%q: the low port %d is above the high port %d", s, l, h)
+	}
+	return fmt.Sprintf("%d-%d", l, h), nil
+}
+
+// parseInterfaceName checks a Linux interface name: 1 to 15 bytes, no '/', ':' or spaces.
+func parseInterfaceName(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	if s == "" || len(s) > 15 || strings.ContainsAny(s, "/: \t\n") || s == "." || s == ".." {
+		return "", fieldError(path, "%q is not a Linux interface name (1 to 15 characters, no '/', ':' or spaces)", s)
+	}
+	return s, nil
+}
+
+func parseHostname(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	// Node names are lower case; kube-proxy lower-cases the override too.
+	return strings.ToLower(strings.TrimSpace(s)), err
+}
+
+func parseLogLevel(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return "", fieldError(path, "%q is not a log level; use debug, info, warn or error", s)
+	}
+	return s, nil
+}
+
+// bindAddress reads a server address: IP:PORT, [IPv6]:PORT, :PORT, or a bare IP that gets
+// defaultPort (kube-proxy accepts bare IPs the same way). "" means no server.
+func bindAddress(defaultPort string) parser {
+	return func(path string, v any) (string, error) {
+		s, err := asString(path, v)
+		if err != nil {
+			return "", err
+		}
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return "", nil
+		}
+		bare := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+		if a, err := netip.ParseAddr(bare); err == nil {
+			return net.JoinHostPort(a.String(), defaultPort), nil
+		}
+		host, port, err := net.SplitHostPort(s)
+		if err == nil && host != "" {
+			_, err = netip.ParseAddr(host)
+		}
+		if err == nil {
+			var p uint64
+			p, err = strconv.ParseUint(port, 10, 16)
+			if err == nil && p == 0 {
+				err = strconv.ErrRange
+			}
+		}
+		if err != nil {
+			return "", fieldError(path, "%q: want IP:PORT (e.g. 0.0.0.0:%s or [::]:%s), :PORT or a bare IP", s, defaultPort, defaultPort)
+		}
+		return s, nil
+	}
+}

@@ -1,0 +1,429 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-ipvs/kube-ipvs/config"
+	"github.com/kube-ipvs/kube-ipvs/healthcheck"
+	"github.com/kube-ipvs/kube-ipvs/metrics"
+)
+
+const namespace = "kube-system"
+
+// wantKinds is every manifest and the kinds it holds, in order.
+var wantKinds = map[string][]string{
+	"rbac.yaml":      {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"},
+	"configmap.yaml": {"ConfigMap"},
+	"daemonset.yaml": {"DaemonSet"},
+}
+
+// decodeFile decodes every document of a manifest with client-go's scheme, then again
+// strictly with sigs.k8s.io/yaml into the same type, so that a misspelt or misplaced field
+// (which the scheme's decoder drops silently) fails the test.
+func decodeFile(t *testing.T, file string) []runtime.Object {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []runtime.Object
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if j, err := yaml.YAMLToJSON(doc); err != nil || string(j) == "null" {
+			continue // only comments
+		}
+		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("%s document %d: %v", file, i, err)
+		}
+		strict := reflect.New(reflect.TypeOf(obj).Elem()).Interface()
+		if err := yaml.UnmarshalStrict(doc, strict); err != nil {
+			t.Errorf("%s document %d (%s): %v", file, i, gvk.Kind, err)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+func kindOf(o runtime.Object) string {
+	return reflect.TypeOf(o).Elem().Name()
+}
+
+func only[T runtime.Object](t *testing.T, file string) T {
+	t.Helper()
+	for _, o := range decodeFile(t, file) {
+		if v, ok := o.(T); ok {
+			return v
+		}
+	}
+	var zero T
+	t.Fatalf("%s holds no %T", file, zero)
+	return zero
+}
+
+func TestManifestsDecodeToTheirKinds(t *testing.T) {
+	for file, kinds := range wantKinds {
+		var got []string
+		for _, o := range decodeFile(t, file) {
+			got = append(got, kindOf(o))
+			if m, ok := o.(interface{ GetNamespace() string }); ok {
+				ns := m.GetNamespace()
+				clusterScoped := kindOf(o) == "ClusterRole" || kindOf(o) == "ClusterRoleBinding"
+				if clusterScoped != (ns == "") || (!clusterScoped && ns != namespace) {
+					t.Errorf("%s: %s has namespace %q", file, kindOf(o), ns)
+				}
+			}
+		}
+		if !slices.Equal(got, kinds) {
+			t.Errorf("%s holds %v, want %v", file, got, kinds)
+		}
+	}
+}
+
+func TestClusterRoleIsLeastPrivilege(t *testing.T) {
+	role := only[*rbacv1.ClusterRole](t, "rbac.yaml")
+	want := map[string]bool{}
+	for _, r := range []string{"/services", "/nodes", "discovery.k8s.io/endpointslices"} {
+		for _, v := range []string{"get", "list", "watch"} {
+			want[r+" "+v] = true
+		}
+	}
+	for _, r := range []string{"/events", "events.k8s.io/events"} {
+		for _, v := range []string{"create", "patch"} {
+			want[r+" "+v] = true
+		}
+	}
+	got := map[string]bool{}
+	for _, rule := range role.Rules {
+		if len(rule.ResourceNames) > 0 || len(rule.NonResourceURLs) > 0 {
+			t.Errorf("rule %+v: resourceNames or nonResourceURLs", rule)
+		}
+		for _, g := range rule.APIGroups {
+			for _, r := range rule.Resources {
+				for _, v := range rule.Verbs {
+					if g == "*" || r == "*" || v == "*" || strings.Contains(r, "/") {
+						t.Errorf("rule %+v: wildcard or subresource", rule)
+					}
+					got[g+"/"+r+" "+v] = true
+				}
+			}
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the ClusterRole grants\n%v\nwant exactly\n%v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+}
+
+func TestBindingGrantsTheRoleToTheServiceAccount(t *testing.T) {
+	sa := only[*corev1.ServiceAccount](t, "rbac.yaml")
+	role := only[*rbacv1.ClusterRole](t, "rbac.yaml")
+	b := only[*rbacv1.ClusterRoleBinding](t, "rbac.yaml")
+	if b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}) {
+		t.Errorf("roleRef %+v", b.RoleRef)
+	}
+	want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: namespace}}
+	if !reflect.DeepEqual(b.Subjects, want) {
+		t.Errorf("subjects %+v, want %+v", b.Subjects, want)
+	}
+	ds := only[*appsv1.DaemonSet](t, "daemonset.yaml")
+	if ds.Spec.Template.Spec.ServiceAccountName != sa.Name || sa.Name != "kube-ipvs" {
+		t.Errorf("the DaemonSet runs as %q; the ServiceAccount is %q", ds.Spec.Template.Spec.ServiceAccountName, sa.Name)
+	}
+}
+
+func container(t *testing.T, cs []corev1.Container, name string) corev1.Container {
+	t.Helper()
+	for _, c := range cs {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no container %q", name)
+	return corev1.Container{}
+}
+
+func TestDaemonSet(t *testing.T) {
+	ds := only[*appsv1.DaemonSet](t, "daemonset.yaml")
+	pod := ds.Spec.Template.Spec
+	if !pod.HostNetwork {
+		t.Error("hostNetwork is not set")
+	}
+	if pod.PriorityClassName != "system-node-critical" {
+		t.Errorf("priorityClassName %q", pod.PriorityClassName)
+	}
+	if !reflect.DeepEqual(pod.Tolerations, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}) {
+		t.Errorf("tolerations %+v; want one that tolerates every taint", pod.Tolerations)
+	}
+	if sel := ds.Spec.Selector.MatchLabels; len(sel) == 0 || !maps.Equal(sel, ds.Spec.Template.Labels) {
+		t.Errorf("selector %v does not match the template's labels %v", sel, ds.Spec.Template.Labels)
+	}
+	u := ds.Spec.UpdateStrategy
+	if u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil ||
+		u.RollingUpdate.MaxUnavailable == nil || u.RollingUpdate.MaxUnavailable.String() != "10%" {
+		t.Errorf("updateStrategy %+v", u)
+	}
+
+	c := container(t, pod.Containers, "kube-ipvs")
+	if c.Image != "kube-ipvs" {
+		t.Errorf("image %q: kustomization.yaml's images entry rewrites the name kube-ipvs", c.Image)
+	}
+	for _, arg := range []string{"run", "--config=/etc/kube-ipvs/config.yaml", "--hostname-override=$(NODE_NAME)"} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("args %q lack %q", c.Args, arg)
+		}
+	}
+	var nodeName *corev1.EnvVar
+	for i := range c.Env {
+		if c.Env[i].Name == "NODE_NAME" {
+			nodeName = &c.Env[i]
+		}
+	}
+	if nodeName == nil || nodeName.ValueFrom == nil || nodeName.ValueFrom.FieldRef == nil ||
+		nodeName.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME does not come from the downward API's spec.nodeName: %+v", nodeName)
+	}
+	for _, e := range c.Env {
+		if ref := e.ValueFrom; ref != nil && ref.ConfigMapKeyRef != nil &&
+			(ref.ConfigMapKeyRef.Optional == nil || !*ref.ConfigMapKeyRef.Optional) {
+			t.Errorf("env %s: a ConfigMap key the user may not set must be optional", e.Name)
+		}
+	}
+
+	probe := func(name string, p *corev1.Probe, path string) {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port.IntValue() != 10256 {
+			t.Errorf("%s probe %+v; want GET %s on port 10256", name, p, path)
+		}
+	}
+	probe("liveness", c.LivenessProbe, "/livez")
+	probe("readiness", c.ReadinessProbe, "/healthz")
+
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Errorf("resource requests %v", c.Resources.Requests)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil {
+		t.Fatal("no securityContext capabilities")
+	}
+	for _, capability := range []corev1.Capability{"NET_ADMIN", "NET_RAW", "SYS_MODULE"} {
+		if !slices.Contains(sc.Capabilities.Add, capability) {
+			t.Errorf("capabilities %v lack %s", sc.Capabilities.Add, capability)
+		}
+	}
+	// Writing net.* sysctls needs a writable /proc/sys: see the comment in daemonset.yaml.
+	if sc.Privileged == nil || !*sc.Privileged {
+		t.Error("the proxy container is not privileged")
+	}
+
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m
+		if _, ok := volumes[m.Name]; !ok {
+			t.Errorf("mount %s: no volume %q", m.MountPath, m.Name)
+		}
+	}
+	if m, ok := mounts["/lib/modules"]; !ok || !m.ReadOnly || volumes[m.Name].HostPath == nil || volumes[m.Name].HostPath.Path != "/lib/modules" {
+		t.Errorf("/lib/modules: mount %+v volume %+v; want the host's, read-only", m, volumes[m.Name])
+	}
+	lock, ok := mounts["/run/xtables.lock"]
+	if hp := volumes[lock.Name].HostPath; !ok || hp == nil || hp.Path != "/run/xtables.lock" || hp.Type == nil || *hp.Type != corev1.HostPathFileOrCreate {
+		t.Errorf("/run/xtables.lock: mount %+v volume %+v; want the host's, FileOrCreate", lock, volumes[lock.Name])
+	}
+	cfg, ok := mounts["/etc/kube-ipvs"]
+	if cm := volumes[cfg.Name].ConfigMap; !ok || cm == nil || cm.Name != "kube-ipvs" ||
+		!slices.Contains(cm.Items, corev1.KeyToPath{Key: "config.yaml", Path: "config.yaml"}) {
+		t.Errorf("/etc/kube-ipvs: mount %+v volume %+v; want config.yaml from ConfigMap kube-ipvs", cfg, volumes[cfg.Name])
+	}
+
+	ic := container(t, pod.InitContainers, "preflight")
+	if ic.Image != c.Image {
+		t.Errorf("init image %q, proxy image %q", ic.Image, c.Image)
+	}
+	if !strings.Contains(strings.Join(ic.Command, " "), "kube-ipvs preflight") {
+		t.Errorf("init command %q does not run kube-ipvs preflight", ic.Command)
+	}
+	if m := ic.VolumeMounts; len(m) != 1 || m[0].MountPath != "/lib/modules" || !m[0].ReadOnly {
+		t.Errorf("init mounts %+v; want /lib/modules read-only", m)
+	}
+	if isc := ic.SecurityContext; isc == nil || isc.Capabilities == nil || !slices.Contains(isc.Capabilities.Add, "SYS_MODULE") {
+		t.Errorf("init securityContext %+v lacks SYS_MODULE", isc)
+	}
+}
+
+// TestPreflightToleratesExitOne runs the init container's command with a stand-in kube-ipvs:
+// exit 1 (the kernel cannot do IPVS) must let the Pod start so run can fall back to iptables;
+// other failures must stop it.
+func TestPreflightToleratesExitOne(t *testing.T) {
+	ds := only[*appsv1.DaemonSet](t, "daemonset.yaml")
+	cmd := container(t, ds.Spec.Template.Spec.InitContainers, "preflight").Command
+	if len(cmd) == 0 {
+		t.Fatal("no command")
+	}
+	if _, err := os.Stat(cmd[0]); err != nil {
+		t.Skipf("%s: %v", cmd[0], err)
+	}
+	dir := t.TempDir()
+	fake := "#!/bin/sh\necho \"args: $*\"\nexit \"$FAKE_EXIT\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "kube-ipvs"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for preflight, want := range map[int]int{0: 0, 1: 0, 2: 2, 126: 126, 127: 127} {
+		c := exec.Command(cmd[0], cmd[1:]...)
+		c.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "FAKE_EXIT="+strconv.Itoa(preflight))
+		out, err := c.CombinedOutput()
+		got := 0
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			got = exitErr.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if got != want || !strings.Contains(string(out), "args: preflight") {
+			t.Errorf("preflight exiting %d: init container exits %d, want %d; output:\n%s", preflight, got, want, out)
+		}
+	}
+}
+
+func TestConfigMapHoldsAValidCompleteConfiguration(t *testing.T) {
+	cm := only[*corev1.ConfigMap](t, "configmap.yaml")
+	if cm.Name != "kube-ipvs" || len(cm.Data) != 1 {
+		t.Fatalf("ConfigMap %s with keys %v; want kube-ipvs with config.yaml", cm.Name, slices.Collect(maps.Keys(cm.Data)))
+	}
+	text := cm.Data["config.yaml"]
+	s, warnings, err := config.Parse([]byte(text))
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("config.yaml: %v %q", err, warnings)
+	}
+	if s.Kind != config.Kind {
+		t.Errorf("kind %s", s.Kind)
+	}
+	// Every field is shown, so that the file documents the whole format.
+	var raw map[string]any
+	if err := yaml.Unmarshal([]byte(text), &raw); err != nil {
+		t.Fatal(err)
+	}
+	delete(raw, "apiVersion")
+	delete(raw, "kind")
+	if got, want := slices.Sorted(maps.Keys(raw)), slices.Sorted(slices.Values(config.FieldNames())); !slices.Equal(got, want) {
+		t.Errorf("config.yaml fields %v, want every field %v", got, want)
+	}
+	// The defaults shown are the defaults.
+	for flag, want := range map[string]string{
+		"healthz-bind-address": healthcheck.DefaultProxyHealthAddress,
+		"metrics-bind-address": metrics.DefaultAddress,
+		"scheduler":            "rr",
+		"sync-period":          "30s",
+		"min-sync-period":      "1s",
+		"dummy-interface":      "kube-ipvs0",
+	} {
+		if s.Values[flag] != want {
+			t.Errorf("config.yaml gives --%s %q; the default is %q", flag, s.Values[flag], want)
+		}
+	}
+	// The probes reach the health server.
+	_, port, err := net.SplitHostPort(s.Values["healthz-bind-address"])
+	if err != nil || port != "10256" {
+		t.Errorf("healthzBindAddress %q: the probes use port 10256", s.Values["healthz-bind-address"])
+	}
+}
+
+// kustomization is the part of kustomize's Kustomization that deploy/ uses; decoding into it
+// strictly catches any other field.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace"`
+	Resources  []string `json:"resources"`
+	Images     []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName"`
+		NewTag  string `json:"newTag"`
+	} `json:"images"`
+}
+
+func TestKustomization(t *testing.T) {
+	data, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+		t.Fatal(err)
+	}
+	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" || k.Namespace != namespace {
+		t.Errorf("header %s %s namespace %q", k.APIVersion, k.Kind, k.Namespace)
+	}
+	if got, want := slices.Sorted(slices.Values(k.Resources)), slices.Sorted(maps.Keys(wantKinds)); !slices.Equal(got, want) {
+		t.Errorf("resources %v, want %v", got, want)
+	}
+	if len(k.Images) != 1 || k.Images[0].Name != "kube-ipvs" || k.Images[0].NewTag == "" {
+		t.Errorf("images %+v; want kube-ipvs with a tag", k.Images)
+	}
+
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed: kustomize build not checked")
+	}
+	out, err := exec.Command(kubectl, "kustomize", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
+	}
+	image := "image: " + k.Images[0].NewName + ":" + k.Images[0].NewTag
+	if n := strings.Count(string(out), image); n != 2 {
+		t.Errorf("kustomize output has %q %d times, want 2 (init and proxy containers)", image, n)
+	}
+}
+
+func TestDockerfile(t *testing.T) {
+	data, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, want := range []string{
+		"ARG GO_VERSION=1.26\n",
+		"FROM golang:${GO_VERSION}-${DEBIAN_RELEASE} AS build\n",
+		"CGO_ENABLED=0 go build",
+		"./cmd/kube-ipvs",
+		"FROM debian:${DEBIAN_RELEASE}-slim\n",
+		"iptables ipset ipvsadm kmod conntrack",
+		"COPY --from=build /out/kube-ipvs /usr/local/bin/kube-ipvs\n",
+		"USER 0:0\n",
+		`ENTRYPOINT ["/usr/local/bin/kube-ipvs"]`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}
