@@ -23,6 +23,7 @@ test: ## host unit tests, then the guest (real-kernel) suite; fails if the host'
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory guest-test
+	$(MAKE) --no-print-directory guest-scenarios
 	@hack/host-state.sh >$(HOSTSTATE).after; \
 	if ! diff -u $(HOSTSTATE).before $(HOSTSTATE).after; then \
 	  echo "make test: the host's own network state changed during the tests (diff above)" >&2; exit 1; \
@@ -34,6 +35,10 @@ unit: ## host unit tests (pure logic; nothing touches the host's kernel state)
 
 guest-test: ## build the guest-tagged tests and run them inside the QEMU guest
 	hack/guest/test.sh
+
+.PHONY: guest-scenarios
+guest-scenarios: ## run every test/scenarios/*.sh in a guest of its own (SCENARIOS=name to pick)
+	hack/guest/scenarios.sh
 
 guest-run: ## run SCRIPT=path/to/script.sh inside the guest, with kube-ipvs on PATH
 	@test -n "$(SCRIPT)" || { echo "usage: make guest-run SCRIPT=path/to/script.sh" >&2; exit 2; }

@@ -23,8 +23,9 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"run":     {summary: "run the service proxy", run: runRun},
-		"version": {summary: "print the version and exit", run: runVersion},
+		"run":       {summary: "run the service proxy", run: runRun},
+		"preflight": {summary: "check the node can run IPVS mode; exit 0 yes, 1 no", run: runPreflight},
+		"version":   {summary: "print the version and exit", run: runVersion},
 	}
 }
 

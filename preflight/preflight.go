@@ -1,0 +1,672 @@
+// Package preflight checks whether this node can run kube-ipvs in IPVS mode: the kernel
+// modules it needs (loading missing ones with modprobe unless told not to), and functional
+// probes of the kernel interfaces it programs (IPVS and ipset netlink, a probe virtual
+// server per scheduler, a dummy link, iptables, the sysctls it sets).
+//
+// Run and Check return a Report: one Row per check, each ok, missing, failed, skipped
+// or info, with a detail and the fix to apply. The decision logic is independent of the
+// kernel: every kernel access goes through Deps, which tests replace with fakes; HostDeps
+// is the real node.
+//
+// IPVS is usable when every required row is ok. The required rows are the modules ip_vs,
+// ip_vs_<default scheduler>, nf_conntrack and ip_set, the IPVS generic netlink family, and
+// the probe virtual server with the default scheduler. Everything else (annotation-only
+// schedulers, set types, xt_set, xt_ipvs, dummy, ipset netlink, iptables, sysctls) can fail
+// without making IPVS unusable: Services asking for an unavailable scheduler fall back to
+// the default one, and the rest degrades single features, which the proxy logs loudly.
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
+	"github.com/kube-ipvs/kube-ipvs/sysctl"
+)
+
+// Status is the outcome of one check. The values are part of the JSON schema.
+type Status string
+
+const (
+	// OK: present, loaded, or the probe worked.
+	OK Status = "ok"
+	// Missing: absent and not loaded (--no-modprobe, or nothing to load it from).
+	Missing Status = "missing"
+	// Failed: loading or probing was tried and did not work.
+	Failed Status = "failed"
+	// Skipped: not tried, because something it needs is absent (named in the detail).
+	Skipped Status = "skipped"
+	// Info: not a check, a note (for example: Services were not looked at).
+	Info Status = "info"
+)
+
+// Row is one row of the report (one check). The JSON field names are a stable schema.
+type Row struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix"`
+	// Required rows decide IPVSUsable: all of them must be ok.
+	Required bool `json:"-"`
+}
+
+// Report is the result of a preflight run.
+type Report struct {
+	// IPVSUsable is true when every required check is ok: `kube-ipvs run` can program IPVS.
+	IPVSUsable bool  `json:"ipvsUsable"`
+	Checks     []Row `json:"checks"`
+}
+
+// ExitCode is the preflight command's exit code for the report: 0 when IPVS mode can run,
+// 1 when it cannot (the proxy would fall back).
+func (r Report) ExitCode() int {
+	if r.IPVSUsable {
+		return 0
+	}
+	return 1
+}
+
+// Blocking returns the required checks that are not ok: why IPVS is not usable.
+func (r Report) Blocking() []Row {
+	var out []Row
+	for _, c := range r.Checks {
+		if c.Required && c.Status != OK {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Find returns the check with that name.
+func (r Report) Find(name string) (Row, bool) {
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Row{}, false
+}
+
+// ServiceScan is what a look at the cluster's Services found (see ScanServices).
+type ServiceScan struct {
+	// Source says where the Services came from, e.g. "--manifests examples/".
+	Source string
+	// Services is how many Services the proxy would handle.
+	Services int
+	// Schedulers maps each valid scheduler named by an annotation to the Services
+	// ("namespace/name") naming it.
+	Schedulers map[string][]string
+	// Invalid lists annotations that name no IPVS scheduler: `namespace/name: "value"`.
+	Invalid []string
+	// Err is set when the Services could not be listed; the fields above are then empty.
+	Err error
+	// Partial is set when some of them could not be read (broken manifest documents);
+	// the fields above hold the ones that could.
+	Partial error
+}
+
+// Options configure a preflight run.
+type Options struct {
+	// DefaultScheduler is --scheduler; "rr" when empty.
+	DefaultScheduler string
+	// Services is the result of listing the Services once; nil when neither --kubeconfig
+	// nor --manifests was given (the report then has an info row and checks only the
+	// default scheduler).
+	Services *ServiceScan
+	// NoModprobe: never run modprobe, and skip the probes whose modules are absent so
+	// the kernel does not load them on demand either.
+	NoModprobe bool
+	// StrictARP adds the --strict-arp sysctls to the checked ones.
+	StrictARP bool
+	// Deps is the kernel and tools; nil means HostDeps().
+	Deps *Deps
+}
+
+// Deps are the kernel and tool accesses, injectable so the decision logic is testable.
+// A nil function makes its checks fail with "not available".
+type Deps struct {
+	// Module looks a kernel module up now (it is called again after loads).
+	Module func(name string) ModuleState
+	// Modprobe loads a module and its dependencies; the error includes modprobe's output.
+	Modprobe func(ctx context.Context, name string) error
+	// IPVSFamily asks the kernel for the IPVS generic netlink family; a detail on success.
+	IPVSFamily func() (string, error)
+	// ProbeVirtualServer creates the probe virtual server with the scheduler and deletes
+	// it again, also when something failed in between.
+	ProbeVirtualServer func(scheduler string) error
+	// IpsetProtocol asks the ipset netlink protocol for its version; a detail on success.
+	IpsetProtocol func() (string, error)
+	// Iptables finds iptables-restore and the backend in use; a detail on success.
+	Iptables func() (string, error)
+	// DummyLink creates a dummy link of that name and removes it.
+	DummyLink func(name string) error
+	// Sysctl opens a sysctl for writing without writing and returns its current value.
+	Sysctl func(name string) (current string, err error)
+	// KernelRelease is uname -r, for sysctl.ForProxy and the fixes.
+	KernelRelease string
+	// OSID is the ID from /etc/os-release (debian, ubuntu, fedora, ...), to name packages.
+	OSID string
+}
+
+// ModuleState is how a kernel module is present on the running kernel.
+type ModuleState struct {
+	// Loaded: listed in /proc/modules, or /sys/module/<name> is a live loadable module.
+	Loaded bool
+	// Builtin: compiled into the kernel (modules.builtin, or /sys/module/<name> without
+	// initstate). A built-in module is present; it never appears in /proc/modules.
+	Builtin bool
+	// File is the module's file under /lib/modules/<release> per modules.dep; empty when
+	// the running kernel has no such module file.
+	File string
+	// Err reports that the module indexes could not be read (the lookup is incomplete).
+	Err error
+}
+
+// Present reports whether the module's code is in the running kernel.
+func (m ModuleState) Present() bool { return m.Loaded || m.Builtin }
+
+// ProbeVSAddress is the probe virtual server: TCP on a TEST-NET-2 address (RFC 5737), which
+// no real network uses, so no Service and no other software owns it.
+const ProbeVSAddress = "198.51.100.254:1"
+
+// ProbeLinkName is the dummy link the dummy probe creates and removes.
+const ProbeLinkName = "kipvs-probe0"
+
+// ModuleForSetType returns the kernel module of an ipset type: hash:ip,port is
+// ip_set_hash_ipport, bitmap:port is ip_set_bitmap_port.
+func ModuleForSetType(t firewall.SetType) string {
+	s := strings.ReplaceAll(string(t), ":", "_")
+	return "ip_set_" + strings.ReplaceAll(s, ",", "")
+}
+
+// SetTypes returns the ipset types the proxy's rules use, in first-use order.
+func SetTypes() []firewall.SetType {
+	var out []firewall.SetType
+	for _, d := range firewall.Sets(firewall.Config{}) {
+		if !slices.Contains(out, d.Type) {
+			out = append(out, d.Type)
+		}
+	}
+	return out
+}
+
+// Check runs the preflight checks and reports whether IPVS mode can run. It prints
+// nothing; `kube-ipvs run --mode=auto` calls it before choosing a mode.
+func Check(ctx context.Context, o Options) (bool, Report) {
+	r := Run(ctx, o)
+	return r.IPVSUsable, r
+}
+
+// Run runs every check, in order: Services, kernel modules (loading missing ones unless
+// NoModprobe), then the functional probes.
+func Run(ctx context.Context, o Options) Report {
+	if o.Deps == nil {
+		o.Deps = HostDeps()
+	}
+	r := &runner{o: o, d: o.Deps, mods: map[string]int{}}
+	r.run(ctx)
+	rep := Report{Checks: r.checks, IPVSUsable: true}
+	for _, c := range rep.Checks {
+		if c.Required && c.Status != OK {
+			rep.IPVSUsable = false
+		}
+	}
+	return rep
+}
+
+type runner struct {
+	o      Options
+	d      *Deps
+	checks []Row
+	mods   map[string]int // module name -> index of its row
+}
+
+func (r *runner) add(c Row) int {
+	r.checks = append(r.checks, c)
+	return len(r.checks) - 1
+}
+
+func (r *runner) defaultScheduler() string {
+	if r.o.DefaultScheduler == "" {
+		return "rr"
+	}
+	return r.o.DefaultScheduler
+}
+
+// extraSchedulers are the valid schedulers named only by annotations, sorted.
+func (r *runner) extraSchedulers() []string {
+	if r.o.Services == nil {
+		return nil
+	}
+	var out []string
+	for s := range r.o.Services.Schedulers {
+		if s != r.defaultScheduler() {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r *runner) run(ctx context.Context) {
+	r.services()
+	def := r.defaultScheduler()
+	if !slices.Contains(proxy.Schedulers(), def) {
+		r.add(Row{Name: "scheduler " + def, Status: Failed, Required: true,
+			Detail: fmt.Sprintf("--scheduler=%q is not an IPVS scheduler", def),
+			Fix:    "use one of " + strings.Join(proxy.Schedulers(), ", ")})
+	}
+
+	// Kernel modules. ip_vs first: the schedulers and xt_ipvs depend on it.
+	r.module(ctx, "ip_vs", true, "IPVS itself")
+	r.module(ctx, "ip_vs_"+def, true, "the default scheduler (--scheduler="+def+")")
+	for _, s := range r.extraSchedulers() {
+		r.module(ctx, "ip_vs_"+s, false, "scheduler "+s+", named by "+servicesText(r.o.Services.Schedulers[s]))
+	}
+	r.module(ctx, "nf_conntrack", true, "IPVS NAT and the masquerade rules")
+	r.module(ctx, "dummy", false, "the kube-ipvs0 interface that holds the Service addresses")
+	r.module(ctx, "ip_set", true, "the ipsets behind the iptables rules")
+	for _, t := range SetTypes() {
+		r.module(ctx, ModuleForSetType(t), false, "ipset type "+string(t))
+	}
+	r.module(ctx, "xt_set", false, "iptables rules that match ipsets (-m set)")
+	r.module(ctx, "xt_ipvs", false, "iptables rules that match IPVS connections (-m ipvs)")
+
+	// Functional probes.
+	famOK := r.ipvsFamily()
+	r.probeVS(def, true, famOK)
+	for _, s := range r.extraSchedulers() {
+		r.probeVS(s, false, famOK)
+	}
+	r.simpleProbe("ipset netlink", []string{"ip_set"}, r.d.IpsetProtocol,
+		"the ipset protocol must answer for the proxy to create its sets: load ip_set")
+	r.iptables()
+	r.dummy()
+	r.sysctls()
+	r.recheckModules()
+}
+
+func servicesText(svcs []string) string {
+	if len(svcs) <= 3 {
+		return strings.Join(svcs, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(svcs[:3], ", "), len(svcs)-3)
+}
+
+func (r *runner) services() {
+	s := r.o.Services
+	switch {
+	case s == nil:
+		r.add(Row{Name: "services", Status: Info,
+			Detail: "Services not looked at: only the default scheduler is checked",
+			Fix:    "give --kubeconfig or --manifests to also check the schedulers Services name in " + proxy.AnnotationScheduler})
+		return
+	case s.Err != nil:
+		r.add(Row{Name: "services", Status: Failed,
+			Detail: fmt.Sprintf("listing Services (%s) failed: %v; only the default scheduler is checked", s.Source, s.Err),
+			Fix:    "check the API server is reachable and the credentials may list Services"})
+		return
+	}
+	var named []string
+	for _, sch := range sortedKeys(s.Schedulers) {
+		named = append(named, fmt.Sprintf("%s (%d)", sch, len(s.Schedulers[sch])))
+	}
+	detail := fmt.Sprintf("%d Services from %s", s.Services, s.Source)
+	if len(named) > 0 {
+		detail += "; schedulers named: " + strings.Join(named, ", ")
+	} else {
+		detail += "; none names a scheduler"
+	}
+	if s.Partial != nil {
+		r.add(Row{Name: "services", Status: Failed,
+			Detail: detail + "; some documents could not be read: " + oneLine(s.Partial.Error()),
+			Fix:    "fix the documents named in the detail"})
+	} else {
+		r.add(Row{Name: "services", Status: OK, Detail: detail})
+	}
+	if len(s.Invalid) > 0 {
+		r.add(Row{Name: "scheduler annotations", Status: Failed,
+			Detail: fmt.Sprintf("not IPVS schedulers (those Services use the default): %s", strings.Join(s.Invalid, "; ")),
+			Fix:    "set " + proxy.AnnotationScheduler + " to one of " + strings.Join(proxy.Schedulers(), ", ")})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// module checks one kernel module and loads it when absent (unless NoModprobe).
+func (r *runner) module(ctx context.Context, name string, required bool, why string) {
+	if _, done := r.mods[name]; done {
+		return
+	}
+	c := Row{Name: "module " + name, Required: required}
+	st := r.lookup(name)
+	switch {
+	case st.Builtin:
+		c.Status, c.Detail = OK, "built into the kernel"
+	case st.Loaded:
+		c.Status, c.Detail = OK, "loaded"
+	case r.o.NoModprobe:
+		c.Status = Missing
+		c.Detail = "not loaded (--no-modprobe); " + r.fileText(st)
+		c.Fix = r.moduleFix(name, st, false)
+	case r.d.Modprobe == nil:
+		c.Status, c.Detail, c.Fix = Failed, "not loaded, and no modprobe is available", r.moduleFix(name, st, false)
+	default:
+		err := r.d.Modprobe(ctx, name)
+		after := r.lookup(name)
+		switch {
+		case err == nil && after.Present():
+			c.Status, c.Detail = OK, "loaded now by modprobe "+name
+		case err == nil:
+			c.Status = Failed
+			c.Detail = "modprobe " + name + " succeeded but the module is not loaded (an install or blacklist line in /etc/modprobe.d?)"
+			c.Fix = "remove the install/blacklist line for " + name + " from /etc/modprobe.d, then modprobe " + name
+		default:
+			c.Status = Failed
+			c.Detail = fmt.Sprintf("modprobe failed: %s; %s", oneLine(err.Error()), r.fileText(after))
+			c.Fix = r.moduleFix(name, after, true)
+		}
+	}
+	if c.Status != OK {
+		c.Detail += "; needed for " + why
+	}
+	r.mods[name] = r.add(c)
+}
+
+func (r *runner) lookup(name string) ModuleState {
+	if r.d.Module == nil {
+		return ModuleState{Err: fmt.Errorf("no module lookup available")}
+	}
+	return r.d.Module(name)
+}
+
+func (r *runner) fileText(st ModuleState) string {
+	switch {
+	case st.Err != nil:
+		return "module index unreadable: " + oneLine(st.Err.Error())
+	case st.File != "":
+		return "module file " + st.File
+	}
+	return "the running kernel " + r.release() + " has no module file for it"
+}
+
+func (r *runner) release() string {
+	if r.d.KernelRelease == "" {
+		return "(unknown release)"
+	}
+	return r.d.KernelRelease
+}
+
+// moduleFix says how to get a module: modprobe when the kernel has a file for it, else the
+// package that ships it (or the kernel option to build it). tried: modprobe already failed.
+func (r *runner) moduleFix(name string, st ModuleState, tried bool) string {
+	if st.File != "" && tried {
+		return "see why modprobe " + name + " failed (detail, dmesg; an install or blacklist line in /etc/modprobe.d?), fix it, then modprobe " + name
+	}
+	if st.File != "" {
+		return "modprobe " + name
+	}
+	if st.Err != nil {
+		return "modprobe " + name + " on the node, or mount the host's /lib/modules read-only into this container"
+	}
+	pkg := modulePackage(r.d.OSID, r.release())
+	opt := kernelOption(name)
+	return fmt.Sprintf("install %s, then modprobe %s; or use a kernel built with %s", pkg, name, opt)
+}
+
+// modulePackage names the package that ships the kernel's netfilter/IPVS modules.
+func modulePackage(osID, release string) string {
+	switch osID {
+	case "ubuntu":
+		return "linux-modules-extra-" + release
+	case "debian":
+		return "linux-image-" + release
+	case "fedora", "rhel", "centos", "rocky", "almalinux", "ol", "amzn":
+		return "kernel-modules-extra-" + release + " (and kernel-modules-" + release + ")"
+	case "sles", "opensuse-leap", "opensuse-tumbleweed":
+		return "kernel-default (the full one, not kernel-default-base)"
+	case "arch":
+		return "linux (the full kernel package)"
+	}
+	return "the modules package of kernel " + release + " (Ubuntu: linux-modules-extra-" + release +
+		"; Debian: linux-image-" + release + "; Fedora/RHEL: kernel-modules-extra)"
+}
+
+var kernelOptions = map[string]string{
+	"ip_vs":        "CONFIG_IP_VS",
+	"nf_conntrack": "CONFIG_NF_CONNTRACK",
+	"dummy":        "CONFIG_DUMMY",
+	"ip_set":       "CONFIG_IP_SET",
+	"xt_set":       "CONFIG_NETFILTER_XT_SET",
+	"xt_ipvs":      "CONFIG_NETFILTER_XT_MATCH_IPVS",
+}
+
+// kernelOption is the kernel configuration option that builds a module.
+func kernelOption(name string) string {
+	if o, ok := kernelOptions[name]; ok {
+		return o
+	}
+	if s, ok := strings.CutPrefix(name, "ip_vs_"); ok {
+		return "CONFIG_IP_VS_" + strings.ToUpper(s)
+	}
+	if s, ok := strings.CutPrefix(name, "ip_set_"); ok {
+		// ip_set_hash_ipport -> CONFIG_IP_SET_HASH_IPPORT
+		return "CONFIG_IP_SET_" + strings.ToUpper(s)
+	}
+	return "CONFIG_" + strings.ToUpper(name)
+}
+
+// needs decides whether a probe that needs modules can run. With NoModprobe a probe whose
+// module is absent is skipped: the kernel would load the module on demand, which the
+// operator asked not to happen. Otherwise it runs even when loading failed (the kernel may
+// still load the module itself, e.g. when this container has no modprobe but the host has).
+func (r *runner) needs(c *Row, modules []string) bool {
+	var absent []string
+	for _, m := range modules {
+		if !r.lookup(m).Present() {
+			absent = append(absent, m)
+		}
+	}
+	if len(absent) == 0 || !r.o.NoModprobe {
+		return true
+	}
+	c.Status = Skipped
+	c.Detail = "not run: module " + strings.Join(absent, ", ") + " is not loaded and --no-modprobe keeps the kernel from loading it"
+	c.Fix = "modprobe " + strings.Join(absent, " && modprobe ")
+	return false
+}
+
+// absentFix is the fix of a failed probe whose module is absent: fix the module first.
+func (r *runner) absentFix(modules []string) string {
+	for _, m := range modules {
+		if !r.lookup(m).Present() {
+			return "load module " + m + " first (see its row)"
+		}
+	}
+	return ""
+}
+
+func (r *runner) ipvsFamily() bool {
+	c := Row{Name: "ipvs netlink", Required: true}
+	defer func() { r.add(c) }()
+	mods := []string{"ip_vs"}
+	if !r.needs(&c, mods) {
+		return false
+	}
+	if r.d.IPVSFamily == nil {
+		c.Status, c.Detail = Failed, "no IPVS netlink probe available"
+		return false
+	}
+	detail, err := r.d.IPVSFamily()
+	if err != nil {
+		c.Status = Failed
+		c.Detail = "the IPVS generic netlink family does not answer: " + oneLine(err.Error())
+		c.Fix = r.absentFix(mods)
+		if c.Fix == "" {
+			c.Fix = "run in the host network namespace with CAP_NET_ADMIN; check dmesg for IPVS errors"
+		}
+		return false
+	}
+	c.Status, c.Detail = OK, detail
+	return true
+}
+
+func (r *runner) probeVS(sched string, required, famOK bool) {
+	c := Row{Name: "ipvs probe " + sched, Required: required}
+	defer func() { r.add(c) }()
+	mods := []string{"ip_vs", "ip_vs_" + sched}
+	if !r.needs(&c, mods) {
+		return
+	}
+	if !famOK {
+		c.Status = Skipped
+		c.Detail = "not run: the IPVS netlink family does not answer"
+		c.Fix = "see the rows of module ip_vs and ipvs netlink"
+		return
+	}
+	if r.d.ProbeVirtualServer == nil {
+		c.Status, c.Detail = Failed, "no IPVS probe available"
+		return
+	}
+	if err := r.d.ProbeVirtualServer(sched); err != nil {
+		c.Status = Failed
+		c.Detail = fmt.Sprintf("virtual server TCP %s with scheduler %s: %s", ProbeVSAddress, sched, oneLine(err.Error()))
+		c.Fix = r.absentFix(mods)
+		if c.Fix == "" {
+			c.Fix = "modprobe ip_vs_" + sched + "; if the virtual server is left over, ipvsadm -D -t " + ProbeVSAddress
+		}
+		if !required {
+			c.Detail += " (Services naming it fall back to the default scheduler)"
+		}
+		return
+	}
+	c.Status = OK
+	c.Detail = fmt.Sprintf("created and deleted virtual server TCP %s with scheduler %s", ProbeVSAddress, sched)
+}
+
+func (r *runner) simpleProbe(name string, mods []string, probe func() (string, error), fix string) {
+	c := Row{Name: name}
+	defer func() { r.add(c) }()
+	if !r.needs(&c, mods) {
+		return
+	}
+	if probe == nil {
+		c.Status, c.Detail = Failed, "no probe available"
+		return
+	}
+	detail, err := probe()
+	if err != nil {
+		c.Status, c.Detail = Failed, oneLine(err.Error())
+		c.Fix = r.absentFix(mods)
+		if c.Fix == "" {
+			c.Fix = fix
+		}
+		return
+	}
+	c.Status, c.Detail = OK, detail
+}
+
+func (r *runner) iptables() {
+	c := Row{Name: "iptables"}
+	defer func() { r.add(c) }()
+	if r.d.Iptables == nil {
+		c.Status, c.Detail = Failed, "no iptables probe available"
+		return
+	}
+	detail, err := r.d.Iptables()
+	if err != nil {
+		c.Status, c.Detail = Failed, oneLine(err.Error())
+		c.Fix = "install iptables with both backends' tools (Debian/Ubuntu: apt-get install iptables; Fedora/RHEL: dnf install iptables-nft iptables-legacy)"
+		return
+	}
+	c.Status, c.Detail = OK, detail
+}
+
+func (r *runner) dummy() {
+	c := Row{Name: "dummy link"}
+	defer func() { r.add(c) }()
+	if !r.needs(&c, []string{"dummy"}) {
+		return
+	}
+	if r.d.DummyLink == nil {
+		c.Status, c.Detail = Failed, "no dummy link probe available"
+		return
+	}
+	if err := r.d.DummyLink(ProbeLinkName); err != nil {
+		c.Status, c.Detail = Failed, "create and remove dummy link "+ProbeLinkName+": "+oneLine(err.Error())
+		c.Fix = r.absentFix([]string{"dummy"})
+		if c.Fix == "" {
+			c.Fix = "run with CAP_NET_ADMIN in the host network namespace; if " + ProbeLinkName + " is left over, ip link del " + ProbeLinkName
+		}
+		return
+	}
+	c.Status, c.Detail = OK, "created and removed dummy link "+ProbeLinkName
+}
+
+func (r *runner) sysctls() {
+	for _, s := range sysctl.ForProxy(r.d.KernelRelease, sysctl.Options{StrictARP: r.o.StrictARP}) {
+		r.sysctlRow(s)
+	}
+}
+
+func (r *runner) sysctlRow(s sysctl.Setting) {
+	c := Row{Name: "sysctl " + s.Name}
+	defer func() { r.add(c) }()
+	var mods []string
+	if strings.HasPrefix(s.Name, "net.ipv4.vs.") {
+		mods = []string{"ip_vs"}
+	}
+	if !r.needs(&c, mods) {
+		return
+	}
+	if r.d.Sysctl == nil {
+		c.Status, c.Detail = Failed, "no sysctl probe available"
+		return
+	}
+	cur, err := r.d.Sysctl(s.Name)
+	if err != nil {
+		c.Status, c.Detail, c.Fix = sysctlFailure(err)
+		c.Detail = oneLine(c.Detail) + " (needed to " + s.Why + ")"
+		if f := r.absentFix(mods); f != "" {
+			c.Fix = f
+		}
+		return
+	}
+	c.Status = OK
+	if cur == s.Value {
+		c.Detail = "writable; already " + cur
+	} else {
+		c.Detail = fmt.Sprintf("writable; now %s, the proxy sets %s", cur, s.Value)
+	}
+}
+
+// recheckModules turns module rows that failed into ok when a probe made the kernel load
+// the module on demand after all.
+func (r *runner) recheckModules() {
+	for name, i := range r.mods {
+		c := &r.checks[i]
+		if c.Status == OK || c.Status == Info {
+			continue
+		}
+		if st := r.lookup(name); st.Present() {
+			c.Detail = "loaded by the kernel on demand during the probes (" + c.Detail + ")"
+			c.Status, c.Fix = OK, ""
+		}
+	}
+}
+
+// oneLine keeps a table row on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,156 @@
+//go:build guest
+
+package preflight
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+)
+
+func sh(t *testing.T, cmd string) string {
+	t.Helper()
+	out, err := exec.Command("bash", "-c", cmd).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	return string(out)
+}
+
+// noLeftovers fails if the probes left their virtual server or dummy link behind.
+func noLeftovers(t *testing.T) {
+	t.Helper()
+	if out := sh(t, "ipvsadm -Ln"); strings.Contains(out, "198.51.100.254:1") {
+		t.Errorf("the probe virtual server is left over:\n%s", out)
+	}
+	if _, err := netlink.LinkByName(ProbeLinkName); err == nil {
+		t.Errorf("the probe dummy link %s is left over", ProbeLinkName)
+	}
+}
+
+func TestGuestPreflightPasses(t *testing.T) {
+	guestutil.RequireGuest(t)
+	scan := &ServiceScan{Source: "test", Services: 3, Schedulers: map[string][]string{
+		"sh": {"a/web"}, "mh": {"a/db"}, "twos": {"a/new"},
+	}}
+	r := Run(context.Background(), Options{DefaultScheduler: "wrr", Services: scan})
+	for _, c := range r.Checks {
+		t.Logf("%-45s %-8s %s | %s", c.Name, c.Status, c.Detail, c.Fix)
+	}
+	if !r.IPVSUsable {
+		t.Fatalf("IPVS not usable in the guest: %+v", r.Blocking())
+	}
+	for _, c := range r.Checks {
+		switch {
+		case strings.HasSuffix(c.Name, "twos"):
+			// Debian's 6.1 kernel has no ip_vs_twos (6.6+): the annotation-only scheduler
+			// fails, named with its kernel option, and IPVS stays usable.
+			if c.Status != Failed {
+				t.Errorf("%s: %s, want failed on a 6.1 kernel", c.Name, c.Status)
+			}
+		case c.Status != OK:
+			t.Errorf("%s: %s (%s), want ok", c.Name, c.Status, c.Detail)
+		}
+	}
+	if c, _ := r.Find("module ip_vs_twos"); !strings.Contains(c.Fix, "CONFIG_IP_VS_TWOS") || !strings.Contains(c.Detail, "no module file") {
+		t.Errorf("module ip_vs_twos row %+v does not explain the missing module", c)
+	}
+	for _, name := range []string{"ipvs probe wrr", "ipvs probe sh", "ipvs probe mh"} {
+		if c, ok := r.Find(name); !ok || c.Status != OK {
+			t.Errorf("%s: %+v", name, c)
+		}
+	}
+	noLeftovers(t)
+}
+
+// TestGuestProbesCleanUpLeftovers: a probe virtual server and dummy link left by an
+// interrupted run are removed, and the probes still pass.
+func TestGuestProbesCleanUpLeftovers(t *testing.T) {
+	guestutil.RequireGuest(t)
+	sh(t, "ipvsadm -A -t 198.51.100.254:1 -s lc && ip link add "+ProbeLinkName+" type dummy")
+	if err := probeVirtualServer("rr"); err != nil {
+		t.Errorf("probe virtual server over a leftover: %v", err)
+	}
+	if err := dummyLink(ProbeLinkName); err != nil {
+		t.Errorf("dummy link over a leftover: %v", err)
+	}
+	noLeftovers(t)
+
+	// A missing scheduler fails, and nothing is left behind.
+	err := probeVirtualServer("twos")
+	if err == nil || !strings.Contains(err.Error(), "twos") {
+		t.Errorf("probe with a scheduler the kernel lacks: %v", err)
+	}
+	noLeftovers(t)
+
+	// A link of that name that is not a dummy is not ours: it stays.
+	sh(t, "ip link add "+ProbeLinkName+" type veth peer name kipvs-probe1")
+	defer sh(t, "ip link del "+ProbeLinkName)
+	if err := dummyLink(ProbeLinkName); err == nil || !strings.Contains(err.Error(), "not ours") {
+		t.Errorf("dummy probe over a veth: %v", err)
+	}
+	if _, err := netlink.LinkByName(ProbeLinkName); err != nil {
+		t.Errorf("the veth was removed: %v", err)
+	}
+}
+
+// TestGuestModulesOnTheRealKernel: the lookup agrees with the kernel on loaded and built-in
+// modules.
+func TestGuestModulesOnTheRealKernel(t *testing.T) {
+	guestutil.RequireGuest(t)
+	sh(t, "modprobe ip_vs")
+	m := &Modules{Root: "/", Release: kernelRelease()}
+	if st := m.State("ip_vs"); !st.Loaded || st.Builtin || st.File == "" || st.Err != nil {
+		t.Errorf("ip_vs: %+v, want loaded with a module file", st)
+	}
+	f, err := os.Open(filepath.Join("/lib/modules", kernelRelease(), "modules.builtin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		t.Fatal("modules.builtin is empty")
+	}
+	name := moduleOfPath(sc.Text())
+	if st := m.State(name); !st.Builtin || st.Loaded {
+		t.Errorf("built-in %s: %+v, want built in and not loaded", name, st)
+	}
+	if strings.Contains(sh(t, "cat /proc/modules"), name+" ") {
+		t.Errorf("built-in %s is in /proc/modules", name)
+	}
+}
+
+// TestGuestCommand runs the binary as an init container would.
+func TestGuestCommand(t *testing.T) {
+	guestutil.RequireGuest(t)
+	bin := "/usr/local/bin/kube-ipvs"
+	out, err := exec.Command(bin, "preflight", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("kube-ipvs preflight -o json: %v\n%s", err, out)
+	}
+	var rep struct {
+		IPVSUsable *bool `json:"ipvsUsable"`
+		Checks     []map[string]string
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if rep.IPVSUsable == nil || !*rep.IPVSUsable || len(rep.Checks) < 20 {
+		t.Errorf("report: %s", out)
+	}
+	table, err := exec.Command(bin, "preflight").CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(table), "IPVS mode: usable\n") {
+		t.Errorf("kube-ipvs preflight: %v\n%s", err, table)
+	}
+	noLeftovers(t)
+}
