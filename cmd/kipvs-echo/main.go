@@ -2,7 +2,7 @@
 // that answers every TCP connection and UDP datagram with its name, and a client that sends
 // requests to an address and counts which names answered. It is not part of the proxy.
 //
-//	kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT]
+//	kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT] [--who]
 //	kipvs-echo ask [--udp] [--count N] [--summary] HOST:PORT
 package main
 
@@ -44,6 +44,7 @@ func serve(args []string, stderr io.Writer) int {
 	name := fs.String("name", "", "the name to answer with")
 	tcp := fs.Int("tcp", 0, "TCP port to listen on (all addresses)")
 	udp := fs.Int("udp", 0, "UDP port to listen on (all addresses)")
+	who := fs.Bool("who", false, "answer \"NAME CLIENT-IP\", so a client can see whether its address was masqueraded")
 	if err := fs.Parse(args); err != nil || *name == "" || (*tcp == 0 && *udp == 0) {
 		fmt.Fprintln(stderr, "usage: kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT]")
 		return 2
@@ -62,7 +63,12 @@ func serve(args []string, stderr io.Writer) int {
 					errc <- err
 					return
 				}
-				go answerTCP(c, *name)
+				answer := *name
+				if *who {
+					host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+					answer += " " + host
+				}
+				go answerTCP(c, answer)
 			}
 		}()
 	}
@@ -80,7 +86,12 @@ func serve(args []string, stderr io.Writer) int {
 					errc <- err
 					return
 				}
-				_, _ = pc.WriteTo([]byte(*name+"\n"), from)
+				answer := *name
+				if *who {
+					host, _, _ := net.SplitHostPort(from.String())
+					answer += " " + host
+				}
+				_, _ = pc.WriteTo([]byte(answer+"\n"), from)
 			}
 		}()
 	}

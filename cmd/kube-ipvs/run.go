@@ -31,9 +31,11 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
+	"github.com/kube-ipvs/kube-ipvs/iptproxy"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
+	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/nodeaddr"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
@@ -65,6 +67,7 @@ type runOptions struct {
 	configFile        string
 	masqueradeAll     bool
 	iptablesBackend   string
+	mode              string
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
@@ -89,6 +92,7 @@ func runFlags(o *runOptions) *pflag.FlagSet {
 	fs.StringSliceVar(&o.excludeCIDRs, "exclude-cidrs", nil, "CIDRs whose virtual servers the proxy never deletes when it cleans up, comma-separated (kube-proxy's ipvs.excludeCIDRs)")
 	fs.BoolVar(&o.masqueradeAll, "masquerade-all", false, "masquerade every connection to a ClusterIP")
 	fs.StringVar(&o.iptablesBackend, "iptables-backend", "", "iptables backend for the project's rules: legacy or nft (default: detect the one the node uses)")
+	fs.StringVar(&o.mode, "mode", modeAuto, "proxy mode: auto (IPVS when the preflight passes, else the iptables proxier, loudly), ipvs (refuse to run without IPVS) or iptables")
 	fs.StringVar(&o.healthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", metrics.DefaultAddress, "address of the Prometheus /metrics server (empty: none)")
 	fs.BoolVar(&o.once, "once", false, "sync once, then exit 0 on success or 1 on failure")
@@ -155,7 +159,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kube-ipvs run: %v\n", err)
 		return 2
 	}
-	if err := serve(o, cfg, log); err != nil {
+	if err := serve(o, cfg, stderr, log); err != nil {
 		log.Error("kube-ipvs stopped", "err", err)
 		return 1
 	}
@@ -222,6 +226,16 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 		o.firewallConfig.ClusterCIDRs = append(o.firewallConfig.ClusterCIDRs, p.Masked())
 	}
 	o.firewallConfig.MasqueradeAll = o.masqueradeAll
+	// IPv4 always; IPv6 where the kernel has it, or ip6tables and IPv6 sets would fail on
+	// every sync of an IPv4-only node.
+	o.firewallConfig.IPv4 = true
+	_, err := os.Stat("/proc/sys/net/ipv6/conf/all")
+	o.firewallConfig.IPv6 = err == nil
+	switch o.mode {
+	case modeAuto, modeIPVS, modeIPTables:
+	default:
+		return cfg, fmt.Errorf("--mode=%q: use auto, ipvs or iptables", o.mode)
+	}
 	switch o.iptablesBackend {
 	case "", "legacy", "nft":
 	default:
@@ -238,21 +252,28 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 }
 
 // serve builds the source, the reconcilers and the controller, and runs until a signal.
-func serve(o runOptions, cfg controller.Config, log *slog.Logger) error {
+func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logger) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 
+	mode, blocking, err := chooseMode(ctx, o, stderr, log)
+	if err != nil {
+		return err
+	}
 	client, reload, err := newSource(ctx, o, log)
 	if err != nil {
 		return err
 	}
 
-	ipvsR, err := newIPVS(o.drainTimeout)
-	if err != nil {
-		return fmt.Errorf("IPVS: %w (is the ip_vs kernel module loaded?)", err)
+	var ipvsR controller.IPVS = noIPVS{}
+	var addrR controller.Addresses = noAddresses{}
+	if mode == modeIPVS {
+		if ipvsR, err = newIPVS(o.drainTimeout); err != nil {
+			return fmt.Errorf("IPVS: %w (is the ip_vs kernel module loaded?)", err)
+		}
+		addrR = newAddresses(o.dummyInterface)
 	}
-	applyKernelSettings(o, log)
-	addrR := newAddresses(o.dummyInterface)
+	applyKernelSettings(o, mode, log)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -262,19 +283,32 @@ func serve(o runOptions, cfg controller.Config, log *slog.Logger) error {
 	})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs", Host: cfg.NodeName})
+	if blocking != nil {
+		nodeFallbackEvent(recorder, cfg.NodeName, blocking)
+	}
 
 	hostAddrs := func() ([]netip.Addr, error) { return nodeaddr.List(o.dummyInterface) }
 	obs := controller.Observers{}
 	if !o.once {
 		obs.Metrics = metrics.New()
-		obs.Metrics.SetProxyMode(metrics.ModeIPVS)
+		obs.Metrics.SetProxyMode(mode)
 		obs.ProxyHealth = healthcheck.NewProxyHealth(cfg.SyncPeriod)
 		obs.ServiceHealth = healthcheck.NewServiceHealth(obs.ProxyHealth.Live)
 		defer obs.ServiceHealth.Close()
 	}
-	fw, err := newFirewall(o.firewallConfig, iptables.Backend(o.iptablesBackend))
-	if err != nil {
-		return fmt.Errorf("firewall: %w", err)
+	var fw controller.Firewall
+	if mode == modeIPVS {
+		if fw, err = newFirewall(o.firewallConfig, iptables.Backend(o.iptablesBackend)); err != nil {
+			return fmt.Errorf("firewall: %w", err)
+		}
+	} else {
+		ipt, err := iptproxy.New(iptables.OSExec{}, iptproxy.Config{IPv4: true, IPv6: o.firewallConfig.IPv6,
+			ClusterCIDRs: o.firewallConfig.ClusterCIDRs, MasqueradeAll: o.firewallConfig.MasqueradeAll,
+			Backend: iptables.Backend(o.iptablesBackend)})
+		if err != nil {
+			return fmt.Errorf("iptables proxier: %w", err)
+		}
+		fw = &schedulerWarner{Firewall: ipt, recorder: recorder, warned: map[model.ServiceName]string{}}
 	}
 	ctl, err := controller.New(cfg, client, fw, ipvsR, addrR, conntrack.Cleaner{}, hostAddrs, recorder, obs, log)
 	if err != nil {
@@ -283,15 +317,17 @@ func serve(o runOptions, cfg controller.Config, log *slog.Logger) error {
 	if o.once {
 		return ctl.SyncOnce(ctx)
 	}
-	if err := obs.Metrics.EnableServiceStats(ipvsStats, ctl.LookupVS, metrics.StatsLimits{}); err != nil {
-		return err
+	if mode == modeIPVS {
+		if err := obs.Metrics.EnableServiceStats(ipvsStats, ctl.LookupVS, metrics.StatsLimits{}); err != nil {
+			return err
+		}
 	}
 	serveHTTP(ctx, "metrics", o.metricsAddress, obs.Metrics.Serve, log)
 	serveHTTP(ctx, "health", o.healthzAddress, obs.ProxyHealth.Serve, log)
 	if reload != nil {
 		go reloadOnHUP(ctx, reload, log)
 	}
-	log.Info("kube-ipvs started", "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
+	log.Info("kube-ipvs started", "mode", mode, "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
 		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.manifests)
 	return ctl.Run(ctx)
 }
@@ -327,18 +363,26 @@ func ipvsStats() ([]metrics.VSStats, error) {
 // applyKernelSettings sets the sysctls and IPVS timeouts the proxy needs. A failure is logged
 // with the setting and what breaks without it; the proxy still runs, since most Services
 // work without the failed setting and a retry at the next start may succeed.
-func applyKernelSettings(o runOptions, log *slog.Logger) {
+func applyKernelSettings(o runOptions, mode string, log *slog.Logger) {
 	var uts unix.Utsname
 	release := ""
 	if unix.Uname(&uts) == nil {
 		release = unix.ByteSliceToString(uts.Release[:])
 	}
-	changed, err := sysctl.Apply(sysctl.ForProxy(release, sysctl.Options{StrictARP: o.strictARP}))
+	settings := sysctl.ForProxy(release, sysctl.Options{StrictARP: o.strictARP})
+	if mode != modeIPVS {
+		// Without ip_vs there is no net.ipv4.vs.* to set.
+		settings = slices.DeleteFunc(settings, func(s sysctl.Setting) bool { return strings.HasPrefix(s.Name, "net.ipv4.vs.") })
+	}
+	changed, err := sysctl.Apply(settings)
 	for _, s := range changed {
 		log.Info("sysctl set", "name", s.Name, "value", s.Value, "why", s.Why)
 	}
 	if err != nil {
 		log.Error("setting kernel parameters failed", "err", err)
+	}
+	if mode != modeIPVS {
+		return
 	}
 	if set, err := ipvs.SetTimeouts(ipvs.Timeouts{TCP: o.tcpTimeout, TCPFin: o.tcpFinTimeout, UDP: o.udpTimeout}); err != nil {
 		log.Error("setting IPVS timeouts failed", "err", err)

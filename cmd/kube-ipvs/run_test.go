@@ -21,7 +21,7 @@ func TestRunHelpStatesEveryDefault(t *testing.T) {
 	lines := strings.Split(out.String(), "\n")
 	for _, name := range []string{"kubeconfig", "manifests", "hostname-override", "scheduler", "sync-period",
 		"min-sync-period", "nodeport-addresses", "service-node-port-range", "dummy-interface", "once", "log-level",
-		"graceful-termination-timeout", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout", "strict-arp", "healthz-bind-address", "metrics-bind-address", "cluster-cidr", "masquerade-all", "iptables-backend", "config", "exclude-cidrs"} {
+		"graceful-termination-timeout", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout", "strict-arp", "healthz-bind-address", "metrics-bind-address", "cluster-cidr", "masquerade-all", "iptables-backend", "config", "exclude-cidrs", "mode"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is not defined", name)
 			continue
@@ -51,6 +51,7 @@ func TestRunFlagValidation(t *testing.T) {
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--cluster-cidr", "10.244.0.0/16,nope"}, `--cluster-cidr: "nope" is not a CIDR`},
 		{[]string{"--iptables-backend", "ebpf"}, `--iptables-backend="ebpf"`},
+		{[]string{"--mode", "ebpf"}, `--mode="ebpf"`},
 	}
 	for _, tc := range cases {
 		var out, errb bytes.Buffer

@@ -18,7 +18,7 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-stage.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/payload/scenario"
 # The scenario's own folder, without version control or the bench's cache.
-tar -C "$dir" --exclude=./.git --exclude=./.cache -cf - . | tar -C "$stage/payload/scenario" -xf -
+tar -C "$dir" --exclude=./.git --exclude=./.cache -chf - . | tar -C "$stage/payload/scenario" -xf -
 size_mb=$(du -sm "$stage/payload/scenario" | cut -f1)
 ((size_mb <= 512)) || die "the folder of $script holds ${size_mb} MiB; keep scenarios in a small folder of their own" 2
 build_tools "$stage/usr/local/bin"

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/preflight"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
+)
+
+// Proxy modes of --mode.
+const (
+	modeAuto     = "auto"
+	modeIPVS     = "ipvs"
+	modeIPTables = "iptables"
+)
+
+// chooseMode decides the proxy mode. auto and ipvs run the preflight (which loads missing
+// modules); auto falls back to iptables when IPVS cannot work and says so loudly; ipvs
+// refuses to run without it, printing the preflight table.
+func chooseMode(ctx context.Context, o runOptions, stderr io.Writer, log *slog.Logger) (string, []preflight.Row, error) {
+	if o.mode == modeIPTables {
+		log.Warn("running the iptables proxier because --mode=iptables: IPVS schedulers, graceful termination and constant-size rules are off")
+		return modeIPTables, nil, nil
+	}
+	usable, rep := preflight.Check(ctx, preflight.Options{DefaultScheduler: o.scheduler, StrictARP: o.strictARP})
+	if usable {
+		return modeIPVS, nil, nil
+	}
+	if o.mode == modeIPVS {
+		_ = rep.WriteTable(stderr)
+		return "", nil, fmt.Errorf("--mode=ipvs, but IPVS cannot run on this node (the preflight table above says why)")
+	}
+	blocking := rep.Blocking()
+	var failed []string
+	for _, r := range blocking {
+		failed = append(failed, fmt.Sprintf("%s: %s (fix: %s)", r.Name, r.Detail, r.Fix))
+	}
+	log.Warn("IPVS CANNOT RUN ON THIS NODE: FALLING BACK TO THE IPTABLES PROXIER",
+		"failed_checks", strings.Join(failed, "; "),
+		"consequence", "random balancing instead of IPVS schedulers, no graceful termination, rules that grow with the Services")
+	return modeIPTables, blocking, nil
+}
+
+// nodeFallbackEvent raises the fallback as a Warning Event on this node's Node object.
+func nodeFallbackEvent(recorder record.EventRecorder, node string, blocking []preflight.Row) {
+	var names []string
+	for _, r := range blocking {
+		names = append(names, r.Name)
+	}
+	ref := &corev1.ObjectReference{Kind: "Node", Name: node, UID: "", APIVersion: "v1"}
+	recorder.Eventf(ref, corev1.EventTypeWarning, "IPVSUnavailable",
+		"kube-ipvs fell back to the iptables proxier: IPVS checks failed: %s (run `kube-ipvs preflight` on the node for the fixes)",
+		strings.Join(names, ", "))
+}
+
+// noIPVS and noAddresses stand in for the IPVS and kube-ipvs0 reconcilers in iptables mode,
+// where DNAT rules do their work.
+type noIPVS struct{}
+
+func (noIPVS) Apply(map[model.VSKey]*model.VirtualServer) controller.IPVSResult {
+	return controller.IPVSResult{}
+}
+func (noIPVS) Resync(map[model.VSKey]*model.VirtualServer, func(model.VSKey) bool) controller.IPVSResult {
+	return controller.IPVSResult{}
+}
+func (noIPVS) Drain() controller.IPVSResult { return controller.IPVSResult{} }
+func (noIPVS) Draining() int                { return 0 }
+func (noIPVS) Writes() uint64               { return 0 }
+
+type noAddresses struct{}
+
+func (noAddresses) EnsureLink() error                                { return nil }
+func (noAddresses) Apply(_, _ []netip.Addr) controller.AddrResult    { return controller.AddrResult{} }
+func (noAddresses) Resync(map[netip.Addr]bool) controller.AddrResult { return controller.AddrResult{} }
+func (noAddresses) Bound() map[netip.Addr]bool                       { return nil }
+func (noAddresses) Writes() uint64                                   { return 0 }
+
+// schedulerWarner tells, once per Service, that its IPVS scheduler annotation has no effect
+// in iptables mode, which balances randomly.
+type schedulerWarner struct {
+	controller.Firewall
+	recorder record.EventRecorder
+	mu       sync.Mutex
+	warned   map[model.ServiceName]string
+}
+
+func (w *schedulerWarner) Stage(name model.ServiceName, svc *corev1.Service, st *model.ServiceState) {
+	w.Firewall.Stage(name, svc, st)
+	sched := ""
+	if svc != nil {
+		sched = svc.Annotations[proxy.AnnotationScheduler]
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sched == "" {
+		delete(w.warned, name)
+		return
+	}
+	if w.warned[name] == sched {
+		return
+	}
+	w.warned[name] = sched
+	w.recorder.Eventf(svc, corev1.EventTypeWarning, "SchedulerIgnored",
+		"%s=%q has no effect: this node runs the iptables fallback proxier, which balances randomly", proxy.AnnotationScheduler, sched)
+}

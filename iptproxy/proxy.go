@@ -1,0 +1,338 @@
+package iptproxy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/iptables"
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+var _ controller.Firewall = (*Proxy)(nil)
+
+// Proxy is kube-ipvs' iptables-mode service proxy. It implements controller.Firewall, so
+// the controller drives it like the ipset firewall: Stage records changed Services, Open
+// writes them, Resync repairs everything. It is safe for concurrent use; calls are
+// serialized.
+type Proxy struct {
+	mu      sync.Mutex
+	cfg     Config
+	ex      iptables.Exec
+	backend iptables.Backend // detected on first use
+	nodeIPs []netip.Addr
+	inputs  map[model.ServiceName]input // every Service with rules, as last staged
+	dirty   map[model.ServiceName]bool  // staged since the last Open or Resync
+	fams    []*famState
+}
+
+type input struct {
+	svc *corev1.Service
+	st  *model.ServiceState
+}
+
+// famState is one family's view of the kernel.
+type famState struct {
+	f family
+	// applied is what this process wrote and the kernel holds, per Service.
+	applied map[model.ServiceName]*svcRules
+	// synced: the static chains and jumps are in place and applied matches the kernel.
+	// A failed restore clears it and sets failed; the next write is then a full rebuild.
+	synced, failed bool
+	// endpoints counts the KIPVS-SEP- chains of the desired state (rendered last).
+	desiredEPs map[model.ServiceName]int
+	totalEPs   int
+}
+
+// New returns a Proxy that runs the iptables tools through ex (iptables.OSExec{} on a node,
+// iptables.NewFakeExec() in tests). Nothing runs before the first Open or Resync.
+func New(ex iptables.Exec, cfg Config) (*Proxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.WaitSeconds == 0 {
+		cfg.WaitSeconds = 5
+	}
+	cfg.ClusterCIDRs = slices.Clone(cfg.ClusterCIDRs)
+	p := &Proxy{cfg: cfg, ex: ex, inputs: map[model.ServiceName]input{}, dirty: map[model.ServiceName]bool{}}
+	for _, f := range cfg.families() {
+		p.fams = append(p.fams, &famState{f: f, applied: map[model.ServiceName]*svcRules{}, desiredEPs: map[model.ServiceName]int{}})
+	}
+	return p, nil
+}
+
+// SetNodeIPs gives the node's own addresses: a load balancer whose source ranges hold one of
+// them admits the node with the load-balancer IP as source. Services with source ranges are
+// re-rendered at the next Open when the addresses change.
+func (p *Proxy) SetNodeIPs(ips []netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	next := make([]netip.Addr, 0, len(ips))
+	for _, a := range ips {
+		if a.IsValid() {
+			next = append(next, a.Unmap())
+		}
+	}
+	slices.SortFunc(next, func(a, b netip.Addr) int { return a.Compare(b) })
+	next = slices.Compact(next)
+	if slices.Equal(next, p.nodeIPs) {
+		return
+	}
+	p.nodeIPs = next
+	for name, in := range p.inputs {
+		if r := sourceRanges(in.svc); r.set {
+			p.dirty[name] = true
+		}
+	}
+}
+
+// Stage records the desired state of one changed Service (svc or st nil: gone, or left to
+// another proxy). Nothing is written before Open or Resync.
+func (p *Proxy) Stage(name model.ServiceName, svc *corev1.Service, st *model.ServiceState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if svc == nil || st == nil {
+		delete(p.inputs, name)
+	} else {
+		p.inputs[name] = input{svc, st}
+	}
+	p.dirty[name] = true
+}
+
+// Open writes the staged Services: per family, one iptables-restore --noflush with only
+// their own chains (declared, so flushed, and rewritten when they changed; flushed and
+// deleted when gone) and their own dispatch rules (-A/-I and -D lines). Unchanged
+// Services write nothing; with nothing changed Open runs no process. A family whose
+// static chains are not in place yet (or whose last write failed) is rebuilt whole.
+func (p *Proxy) Open() controller.FirewallResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := p.takeDirty()
+	rc := p.renderConfig()
+	var out controller.FirewallResult
+	var errs []error
+	for _, fs := range p.fams {
+		desired := map[model.ServiceName]*svcRules{}
+		for _, n := range names {
+			desired[n] = p.render(fs, n, rc)
+		}
+		if !fs.synced {
+			if len(names) == 0 && !fs.failed {
+				continue // nothing asked for yet: wait for Resync
+			}
+			errs = append(errs, p.rebuild(fs, rc, &out))
+			continue
+		}
+		t := newTx()
+		for _, n := range names {
+			t.diff(fs.applied[n], desired[n])
+		}
+		if t.empty() {
+			continue
+		}
+		if err := p.restore(fs, t.text(), &out); err != nil {
+			fs.synced, fs.failed = false, true
+			errs = append(errs, err)
+			continue
+		}
+		for n, r := range desired {
+			if r.empty() {
+				delete(fs.applied, n)
+			} else {
+				fs.applied[n] = r
+			}
+		}
+	}
+	out.Entries = p.entries()
+	out.Err = errors.Join(errs...)
+	return out
+}
+
+// Close has nothing left to do: Open writes additions and removals in one transaction per
+// family, so no packet meets a half-built path. It reports the entries.
+func (p *Proxy) Close() controller.FirewallResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return controller.FirewallResult{Entries: p.entries()}
+}
+
+// Resync renders every Service, reads each family's tables (one -save) and, when anything
+// of ours differs from that (a chain flushed, deleted or edited, a rule added, a jump
+// missing or no longer first, a KIPVS- chain we do not want), rebuilds all of it in one
+// restore: every chain of ours declared and rewritten, our jumps deleted wherever they
+// are and inserted first, stray KIPVS- chains removed. When everything is right it only
+// reads, so a restarted proxy adopts intact rules.
+func (p *Proxy) Resync() controller.FirewallResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.takeDirty()
+	rc := p.renderConfig()
+	var out controller.FirewallResult
+	var errs []error
+	for _, fs := range p.fams {
+		errs = append(errs, p.rebuild(fs, rc, &out))
+	}
+	out.Entries = p.entries()
+	out.Err = errors.Join(errs...)
+	return out
+}
+
+// Cleanup removes every KIPVS- chain and every jump to one from all tables of both
+// families, on every installed backend (package iptables' Cleanup), and forgets what was
+// applied. For `kube-ipvs cleanup` and tests.
+func (p *Proxy) Cleanup() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res := iptables.New(p.ex, iptables.Config{Backend: p.cfg.Backend, WaitSeconds: p.cfg.WaitSeconds}).Cleanup()
+	for _, fs := range p.fams {
+		fs.applied = map[model.ServiceName]*svcRules{}
+		fs.synced = false
+	}
+	return res.Err
+}
+
+// Backend returns the iptables backend in use, detecting it on first use.
+func (p *Proxy) Backend() (iptables.Backend, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.detect()
+}
+
+func (p *Proxy) takeDirty() []model.ServiceName {
+	names := make([]model.ServiceName, 0, len(p.dirty))
+	for n := range p.dirty {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+	p.dirty = map[model.ServiceName]bool{}
+	return names
+}
+
+func (p *Proxy) renderConfig() *renderConfig { return newRenderConfig(p.cfg, p.nodeIPs) }
+
+// render renders one Service for a family and records its endpoint count.
+func (p *Proxy) render(fs *famState, name model.ServiceName, rc *renderConfig) *svcRules {
+	var r *svcRules
+	if in, ok := p.inputs[name]; ok {
+		r = renderService(in.svc, in.st, fs.f, rc)
+	}
+	n := 0
+	if r != nil {
+		n = r.endpoints
+	}
+	fs.totalEPs += n - fs.desiredEPs[name]
+	if n == 0 {
+		delete(fs.desiredEPs, name)
+	} else {
+		fs.desiredEPs[name] = n
+	}
+	return r
+}
+
+func (p *Proxy) entries() int {
+	n := 0
+	for _, fs := range p.fams {
+		n += fs.totalEPs
+	}
+	return n
+}
+
+func (p *Proxy) detect() (iptables.Backend, error) {
+	if p.backend != "" {
+		return p.backend, nil
+	}
+	b, err := iptables.New(p.ex, iptables.Config{Backend: p.cfg.Backend}).Backend()
+	if err != nil {
+		return "", err
+	}
+	p.backend = b
+	return b, nil
+}
+
+func tool(f family, b iptables.Backend, verb string) string {
+	return fmt.Sprintf("%s-%s-%s", f.tool(), b, verb)
+}
+
+func (p *Proxy) restore(fs *famState, text string, out *controller.FirewallResult) error {
+	b, err := p.detect()
+	if err != nil {
+		return err
+	}
+	out.Restores++
+	if _, err := p.ex.Run([]byte(text), tool(fs.f, b, "restore"), "-w", strconv.Itoa(p.cfg.WaitSeconds), "--noflush"); err != nil {
+		return fmt.Errorf("%s: %w", fs.f, withLine(err, text))
+	}
+	return nil
+}
+
+func (p *Proxy) save(fs *famState) (saved, error) {
+	b, err := p.detect()
+	if err != nil {
+		return saved{}, err
+	}
+	raw, err := p.ex.Run(nil, tool(fs.f, b, "save"))
+	if err != nil {
+		return saved{}, fmt.Errorf("%s: %w", fs.f, err)
+	}
+	return parseSave(string(raw)), nil
+}
+
+// rebuild renders every Service for the family and makes the kernel match: nothing is
+// written when it already does.
+func (p *Proxy) rebuild(fs *famState, rc *renderConfig, out *controller.FirewallResult) error {
+	desired := map[model.ServiceName]*svcRules{}
+	for n := range p.inputs {
+		if r := p.render(fs, n, rc); !r.empty() {
+			desired[n] = r
+		}
+	}
+	// Services rendered before and gone now.
+	for n := range fs.desiredEPs {
+		if _, ok := p.inputs[n]; !ok {
+			p.render(fs, n, rc)
+		}
+	}
+	full := fullState(fs.f, rc, desired)
+	s, err := p.save(fs)
+	if err != nil {
+		fs.synced, fs.failed = false, true
+		return err
+	}
+	if text := full.repair(s); text != "" {
+		if err := p.restore(fs, text, out); err != nil {
+			fs.synced, fs.failed = false, true
+			return err
+		}
+	}
+	fs.applied = desired
+	fs.synced, fs.failed = true, false
+	return nil
+}
+
+// withLine adds the input line a restore error names ("line N failed").
+func withLine(err error, input string) error {
+	msg := err.Error()
+	i := strings.Index(msg, "line ")
+	if i < 0 {
+		return err
+	}
+	rest := strings.TrimLeft(msg[i+5:], ": ")
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	n, convErr := strconv.Atoi(rest[:j])
+	lines := strings.Split(input, "\n")
+	if convErr != nil || n < 1 || n > len(lines) {
+		return err
+	}
+	return fmt.Errorf("%w (input line %d: %s)", err, n, lines[n-1])
+}

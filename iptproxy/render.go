@@ -1,0 +1,715 @@
+package iptproxy
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// Tables the proxy writes.
+const (
+	tableNAT    = "nat"
+	tableFilter = "filter"
+)
+
+// Chains kube-ipvs owns in iptables mode. Every name starts with KIPVS- (never KUBE-), so
+// kube-proxy's chains and ours never meet.
+const (
+	// nat KIPVS-SERVICES (from PREROUTING and OUTPUT) holds one dispatch rule per
+	// ClusterIP, externalIP and load-balancer IP and port, then a jump to KIPVS-NODEPORTS
+	// for the node's own addresses. filter KIPVS-SERVICES (from KIPVS-INPUT,
+	// KIPVS-FORWARD and KIPVS-OUTPUT, new connections only) rejects connections to
+	// Service ports without endpoints and drops external traffic of
+	// externalTrafficPolicy=Local ports without local endpoints.
+	ChainServices = "KIPVS-SERVICES"
+	// nat KIPVS-NODEPORTS holds one dispatch rule per node IP and nodePort; filter
+	// KIPVS-NODEPORTS accepts health-check node ports.
+	ChainNodePorts = "KIPVS-NODEPORTS"
+	// nat KIPVS-MARK-MASQ sets the masquerade mark; KIPVS-POSTROUTING (from POSTROUTING)
+	// masquerades marked packets; KIPVS-CLUSTER-MASQ decides by source when a family
+	// has more than one cluster CIDR.
+	ChainMarkMasq    = "KIPVS-MARK-MASQ"
+	ChainPostrouting = "KIPVS-POSTROUTING"
+	ChainClusterMasq = "KIPVS-CLUSTER-MASQ"
+	// filter KIPVS-FIREWALL holds one rule per load-balancer IP and port with source
+	// ranges, matched by the connection's original destination (so before and after
+	// DNAT alike); it jumps to the port's KIPVS-FW- chain.
+	ChainFirewall = "KIPVS-FIREWALL"
+	// filter entry chains, one per built-in chain we hook.
+	ChainInput   = "KIPVS-INPUT"
+	ChainForward = "KIPVS-FORWARD"
+	ChainOutput  = "KIPVS-OUTPUT"
+
+	// Per Service port and per endpoint chains: the prefix, then 16 characters of the
+	// base32 SHA-256 of "namespace/name:port/PROTOCOL" (and the endpoint).
+	prefixSVC = "KIPVS-SVC-" // nat: balances over the ClusterIP's endpoints
+	prefixSVX = "KIPVS-SVX-" // nat: balances over external endpoints when they differ
+	prefixEXT = "KIPVS-EXT-" // nat: external traffic: masquerade or keep the client
+	prefixSEP = "KIPVS-SEP-" // nat: one endpoint: hairpin masquerade, affinity, DNAT
+	prefixFW  = "KIPVS-FW-"  // filter: load-balancer source ranges
+
+	ownPrefix = "KIPVS-"
+)
+
+// chainKey names a chain in a table.
+type chainKey struct {
+	table, name string
+}
+
+// chainRules is one chain with its rules (what follows "-A <chain> ").
+type chainRules struct {
+	chainKey
+	rules []string
+}
+
+// dispatchRule is a rule of a Service in a shared chain (KIPVS-SERVICES, KIPVS-NODEPORTS,
+// KIPVS-FIREWALL): added and deleted one by one, never by rewriting the chain.
+type dispatchRule struct {
+	table, chain, spec string
+}
+
+// svcRules is everything one Service puts into one family's tables.
+type svcRules struct {
+	chains    []chainRules   // the Service's own chains, written whole
+	dispatch  []dispatchRule // its rules in the shared chains
+	endpoints int            // KIPVS-SEP- chains
+}
+
+func (s *svcRules) empty() bool { return s == nil || (len(s.chains) == 0 && len(s.dispatch) == 0) }
+
+// renderConfig is the Config as the renderer needs it, per family.
+type renderConfig struct {
+	mark          uint32
+	masqueradeAll bool
+	cidrs         [2][]netip.Prefix
+	nodeIPs       []netip.Addr
+}
+
+func newRenderConfig(cfg Config, nodeIPs []netip.Addr) *renderConfig {
+	rc := &renderConfig{mark: cfg.mark(), masqueradeAll: cfg.MasqueradeAll}
+	for _, f := range []family{v4, v6} {
+		rc.cidrs[f] = cfg.cidrs(f)
+	}
+	for _, a := range nodeIPs {
+		if a.IsValid() {
+			rc.nodeIPs = append(rc.nodeIPs, a.Unmap())
+		}
+	}
+	return rc
+}
+
+func (rc *renderConfig) markMask() string { return fmt.Sprintf("%#x/%#x", rc.mark, rc.mark) }
+
+// chainName hashes what a chain stands for into a name of at most 26 characters
+// (iptables allows 28).
+func chainName(prefix, what string) string {
+	sum := sha256.Sum256([]byte(what))
+	return prefix + base32.StdEncoding.EncodeToString(sum[:])[:16]
+}
+
+func comment(c string) string { return `-m comment --comment "` + c + `"` }
+
+func join(parts ...string) string {
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func protoName(p model.Protocol) string { return strings.ToLower(p.String()) }
+
+// portMatch matches a protocol and destination port as iptables-save prints it.
+func portMatch(p model.Protocol, port uint16) string {
+	n := protoName(p)
+	return fmt.Sprintf("-p %s -m %s --dport %d", n, n, port)
+}
+
+func hostPrefix(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).String() }
+
+// probability renders 1/n as iptables-save prints it: the statistic match keeps
+// round(p * 2^31) and prints that fraction with 11 decimals, so a rule reads back as
+// written.
+func probability(n int) string {
+	v := math.Round(0x80000000 / float64(n))
+	return strconv.FormatFloat(v/0x80000000, 'f', 11, 64)
+}
+
+func rejectWith(f family, p model.Protocol) string {
+	switch {
+	case p == model.TCP:
+		return "tcp-reset"
+	case f == v6:
+		return "icmp6-port-unreachable"
+	}
+	return "icmp-port-unreachable"
+}
+
+func fullMask(f family) string {
+	if f == v6 {
+		return "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+	}
+	return "255.255.255.255"
+}
+
+// portKey identifies a Service port the way its virtual servers name it.
+type portKey struct {
+	proto model.Protocol
+	name  string
+}
+
+// vsKind is what a virtual server's address is to its Service.
+type vsKind int
+
+const (
+	kindCluster vsKind = iota
+	kindExternal
+	kindLB
+	kindNodePort
+)
+
+func (k vsKind) String() string {
+	return [...]string{"cluster IP", "external IP", "load-balancer IP", "NodePort"}[k]
+}
+
+// renderService returns the rules of one Service in one family, or nil when it has none
+// there. st is the Service's desired state from proxy.BuildService (already filtered for
+// traffic policies and topology); svc says which addresses are ClusterIPs, external IPs and
+// load-balancer IPs (the others are node IPs), and gives the external traffic policy, the
+// source ranges and the health-check node port.
+func renderService(svc *corev1.Service, st *model.ServiceState, f family, rc *renderConfig) *svcRules {
+	if svc == nil || st == nil {
+		return nil
+	}
+	cluster := addrSet(svc.Spec.ClusterIPs)
+	if len(svc.Spec.ClusterIPs) == 0 {
+		cluster = addrSet([]string{svc.Spec.ClusterIP})
+	}
+	external := addrSet(svc.Spec.ExternalIPs)
+	var ingress []string
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			ingress = append(ingress, ing.IP)
+		}
+	}
+	lb := addrSet(ingress)
+	nodePorts := map[portKey]uint16{}
+	for _, sp := range svc.Spec.Ports {
+		if p, ok := protocolOf(sp.Protocol); ok && sp.NodePort > 0 && sp.NodePort <= 65535 {
+			nodePorts[portKey{p, sp.Name}] = uint16(sp.NodePort)
+		}
+	}
+
+	groups := map[portKey][]*model.VirtualServer{}
+	for key, vs := range st.VSes {
+		if !key.Addr.IsValid() || familyOf(key.Addr) != f || key.Port == 0 {
+			continue
+		}
+		pk := portKey{key.Proto, vs.PortName}
+		groups[pk] = append(groups[pk], vs)
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	keys := make([]portKey, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].name != keys[j].name {
+			return keys[i].name < keys[j].name
+		}
+		return keys[i].proto < keys[j].proto
+	})
+
+	r := &svcRules{}
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	ranges := sourceRanges(svc)
+	for _, pk := range keys {
+		vses := groups[pk]
+		sort.Slice(vses, func(i, j int) bool { return model.VSKeyLess(vses[i].Key, vses[j].Key) })
+		pr := portRenderer{
+			r: r, f: f, rc: rc, svc: svc, pk: pk, local: local,
+			id:    fmt.Sprintf("%s/%s:%s/%s", svc.Namespace, svc.Name, pk.name, pk.proto),
+			label: svc.Namespace + "/" + svc.Name,
+		}
+		if pk.name != "" {
+			pr.label += ":" + pk.name
+		}
+		for _, vs := range vses {
+			a := vs.Key.Addr.Unmap()
+			kind := kindNodePort
+			switch {
+			case cluster[a]:
+				kind = kindCluster
+			case external[a]:
+				kind = kindExternal
+			case lb[a]:
+				kind = kindLB
+			}
+			if kind == kindNodePort && (nodePorts[pk] != vs.Key.Port || !hasFamily(cluster, f)) {
+				// Not a virtual server this Service explains, or a node IP of a family the
+				// Service does not have (it can have no endpoints there).
+				continue
+			}
+			pr.vses = append(pr.vses, kindVS{kind, vs})
+		}
+		pr.render(ranges)
+	}
+
+	// The health-check node port of an externalTrafficPolicy=Local load balancer is
+	// accepted even under a DROP input policy.
+	if local && svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort > 0 &&
+		svc.Spec.HealthCheckNodePort <= 65535 && hasFamily(cluster, f) {
+		r.dispatch = append(r.dispatch, dispatchRule{tableFilter, ChainNodePorts,
+			join(portMatch(model.TCP, uint16(svc.Spec.HealthCheckNodePort)),
+				comment(svc.Namespace+"/"+svc.Name+" health-check node port"), "-j ACCEPT")})
+	}
+	if r.empty() {
+		return nil
+	}
+	return r
+}
+
+type kindVS struct {
+	kind vsKind
+	vs   *model.VirtualServer
+}
+
+// portRenderer renders the chains and dispatch rules of one Service port in one family.
+type portRenderer struct {
+	r     *svcRules
+	f     family
+	rc    *renderConfig
+	svc   *corev1.Service
+	pk    portKey
+	local bool
+	id    string // what the chain names hash
+	label string // namespace/name:port, for comments
+	vses  []kindVS
+}
+
+func (pr *portRenderer) chain(table, name string, rules ...string) {
+	pr.r.chains = append(pr.r.chains, chainRules{chainKey{table, name}, rules})
+}
+
+func (pr *portRenderer) dispatch(table, chain string, parts ...string) {
+	pr.r.dispatch = append(pr.r.dispatch, dispatchRule{table, chain, join(parts...)})
+}
+
+func sortedReals(vs *model.VirtualServer) []model.RSKey {
+	out := make([]model.RSKey, 0, len(vs.Reals))
+	for k := range vs.Reals {
+		if k.Addr.IsValid() && k.Port != 0 {
+			out = append(out, model.RSKey{Addr: k.Addr.Unmap(), Port: k.Port})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return model.RSKeyLess(out[i], out[j]) })
+	return slices.Compact(out)
+}
+
+func (pr *portRenderer) render(ranges sourceRangeSet) {
+	var clusterVS *kindVS
+	var extVSes []kindVS
+	for i := range pr.vses {
+		if pr.vses[i].kind == kindCluster {
+			if clusterVS == nil {
+				clusterVS = &pr.vses[i]
+			}
+		} else {
+			extVSes = append(extVSes, pr.vses[i])
+		}
+	}
+	if clusterVS == nil && len(extVSes) == 0 {
+		return
+	}
+	spec := pr.vses[0].vs.Spec
+	persistent := spec.Flags&model.FlagPersistent != 0
+	timeout := spec.Timeout
+
+	// The endpoint lists: the ClusterIP's (internalTrafficPolicy already applied) and the
+	// external addresses' (externalTrafficPolicy already applied; the same for all of
+	// them, BuildService computes them once per family and policy).
+	var internal, externalEPs []model.RSKey
+	if clusterVS != nil {
+		internal = sortedReals(clusterVS.vs)
+	}
+	if len(extVSes) > 0 {
+		externalEPs = sortedReals(extVSes[0].vs)
+	}
+
+	svcChain := chainName(prefixSVC, pr.id)
+	svxChain := chainName(prefixSVX, pr.id)
+	extChain := chainName(prefixEXT, pr.id)
+	fwChain := chainName(prefixFW, pr.id)
+	sep := func(ep model.RSKey) string { return chainName(prefixSEP, pr.id+" "+ep.String()) }
+
+	// Which chain balances external traffic: the ClusterIP's when the lists agree.
+	extBalancer := ""
+	switch {
+	case len(externalEPs) == 0:
+	case slices.Equal(externalEPs, internal):
+		extBalancer = svcChain
+	default:
+		extBalancer = svxChain
+	}
+	// External traffic needs KIPVS-EXT- when it has endpoints, or, with
+	// externalTrafficPolicy=Local, when pods and the node may still use the ClusterIP's.
+	needExt := len(extVSes) > 0 && (extBalancer != "" || (pr.local && len(internal) > 0))
+
+	// nat: the balancing chains, the external chain, the endpoint chains.
+	if len(internal) > 0 {
+		var rules []string
+		if m := pr.clusterMasq(clusterVS.vs.Key); m != "" {
+			rules = append(rules, m)
+		}
+		rules = append(rules, pr.balance(internal, sep, persistent, timeout)...)
+		pr.chain(tableNAT, svcChain, rules...)
+	}
+	if extBalancer == svxChain {
+		pr.chain(tableNAT, svxChain, pr.balance(externalEPs, sep, persistent, timeout)...)
+	}
+	if needExt {
+		var rules []string
+		if !pr.local {
+			rules = append(rules, join(comment(pr.label+" external traffic with policy Cluster: masquerade"), "-j "+ChainMarkMasq))
+		} else if len(internal) > 0 {
+			for _, p := range pr.rc.cidrs[pr.f] {
+				rules = append(rules, join("-s "+p.String(), comment(pr.label+" pods reach external addresses through the ClusterIP endpoints"), "-j "+svcChain))
+			}
+			rules = append(rules,
+				join("-m addrtype --src-type LOCAL", comment(pr.label+" node-originated: masquerade"), "-j "+ChainMarkMasq),
+				join("-m addrtype --src-type LOCAL", comment(pr.label+" node-originated: any endpoint"), "-j "+svcChain))
+		}
+		if extBalancer != "" {
+			rules = append(rules, "-j "+extBalancer)
+		}
+		pr.chain(tableNAT, extChain, rules...)
+	}
+	for _, ep := range union(internal, externalEPs) {
+		pr.chain(tableNAT, sep(ep), pr.endpoint(ep, sep(ep), persistent)...)
+		pr.r.endpoints++
+	}
+
+	// filter: source ranges of load-balancer IPs.
+	fw := false
+	if pre, filtered := ranges.of(pr.f); filtered {
+		var lbIPs []netip.Addr
+		for _, kv := range extVSes {
+			if kv.kind == kindLB {
+				lbIPs = append(lbIPs, kv.vs.Key.Addr.Unmap())
+			}
+		}
+		if len(lbIPs) > 0 {
+			fw = true
+			var rules []string
+			for _, p := range pre {
+				rules = append(rules, join("-s "+p.String(), comment(pr.label+" loadBalancerSourceRanges"), "-j RETURN"))
+			}
+			// When a range admits one of the node's own addresses, the node may also reach
+			// the load balancer with the load-balancer IP as its source.
+			if containsAny(pre, pr.rc.nodeIPs) {
+				for _, a := range lbIPs {
+					rules = append(rules, join("-s "+hostPrefix(a), comment(pr.label+" the node itself, from the load-balancer IP"), "-j RETURN"))
+				}
+			}
+			rules = append(rules, join(comment(pr.label+" source outside loadBalancerSourceRanges"), "-j DROP"))
+			pr.chain(tableFilter, fwChain, rules...)
+		}
+	}
+
+	// Dispatch rules in the shared chains.
+	proto := protoName(pr.pk.proto)
+	if clusterVS != nil {
+		k := clusterVS.vs.Key
+		if len(internal) > 0 {
+			pr.dispatch(tableNAT, ChainServices, "-d "+hostPrefix(k.Addr.Unmap()), portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP"), "-j "+svcChain)
+		} else {
+			pr.dispatch(tableFilter, ChainServices, "-d "+hostPrefix(k.Addr.Unmap()), portMatch(k.Proto, k.Port), comment(pr.label+" has no endpoints"),
+				"-j REJECT --reject-with "+rejectWith(pr.f, k.Proto))
+		}
+	}
+	for _, kv := range extVSes {
+		k := kv.vs.Key
+		dst := "-d " + hostPrefix(k.Addr.Unmap())
+		if needExt {
+			ch := ChainServices
+			if kv.kind == kindNodePort {
+				ch = ChainNodePorts
+			}
+			pr.dispatch(tableNAT, ch, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kv.kind.String()), "-j "+extChain)
+		}
+		switch {
+		case extBalancer != "":
+		case pr.local && len(internal) > 0:
+			pr.dispatch(tableFilter, ChainServices, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kv.kind.String()+" has no local endpoints"), "-j DROP")
+		default:
+			pr.dispatch(tableFilter, ChainServices, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kv.kind.String()+" has no endpoints"),
+				"-j REJECT --reject-with "+rejectWith(pr.f, k.Proto))
+		}
+		if fw && kv.kind == kindLB {
+			pr.dispatch(tableFilter, ChainFirewall, "-p "+proto,
+				fmt.Sprintf("-m conntrack --ctorigdst %s --ctorigdstport %d", k.Addr.Unmap(), k.Port),
+				comment(pr.label+" load-balancer IP with source ranges"), "-j "+fwChain)
+		}
+	}
+}
+
+// clusterMasq is the SVC chain's first rule: which connections to the ClusterIP to
+// masquerade ("" for none).
+func (pr *portRenderer) clusterMasq(k model.VSKey) string {
+	dst := "-d " + hostPrefix(k.Addr.Unmap())
+	cidrs := pr.rc.cidrs[pr.f]
+	switch {
+	case pr.rc.masqueradeAll:
+		return join(dst, portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP: masquerade all"), "-j "+ChainMarkMasq)
+	case len(cidrs) == 1:
+		return join("! -s "+cidrs[0].String(), dst, portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP from outside the cluster CIDR: masquerade"), "-j "+ChainMarkMasq)
+	case len(cidrs) > 1:
+		return join(dst, portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP: masquerade unless from a cluster CIDR"), "-j "+ChainClusterMasq)
+	}
+	return ""
+}
+
+// balance picks one endpoint per new connection: with affinity, the endpoint the client
+// used within the timeout; otherwise endpoint i with probability 1/(n-i) among those not
+// yet passed, which is 1/n for each; the last one takes the rest.
+func (pr *portRenderer) balance(eps []model.RSKey, sep func(model.RSKey) string, persistent bool, timeout uint32) []string {
+	var rules []string
+	if persistent {
+		for _, ep := range eps {
+			rules = append(rules, join(comment(pr.label+" -> "+ep.String()+" affinity"),
+				fmt.Sprintf("-m recent --rcheck --seconds %d --reap --name %s --mask %s --rsource", timeout, sep(ep), fullMask(pr.f)),
+				"-j "+sep(ep)))
+		}
+	}
+	n := len(eps)
+	for i, ep := range eps {
+		stat := ""
+		if i < n-1 {
+			stat = "-m statistic --mode random --probability " + probability(n-i)
+		}
+		rules = append(rules, join(comment(pr.label+" -> "+ep.String()), stat, "-j "+sep(ep)))
+	}
+	return rules
+}
+
+// endpoint is a KIPVS-SEP- chain: hairpin traffic (the endpoint reaching itself through its
+// Service) is masqueraded so the reply comes back through the node; affinity remembers the
+// client; DNAT sends the connection to the endpoint.
+func (pr *portRenderer) endpoint(ep model.RSKey, name string, persistent bool) []string {
+	proto := protoName(pr.pk.proto)
+	rules := []string{join("-s "+hostPrefix(ep.Addr), comment(pr.label+" hairpin"), "-j "+ChainMarkMasq)}
+	rec := ""
+	if persistent {
+		rec = fmt.Sprintf("-m recent --set --name %s --mask %s --rsource", name, fullMask(pr.f))
+	}
+	rules = append(rules, join("-p "+proto, comment(pr.label), rec, "-j DNAT --to-destination "+netip.AddrPortFrom(ep.Addr, ep.Port).String()))
+	return rules
+}
+
+func union(a, b []model.RSKey) []model.RSKey {
+	out := append(slices.Clone(a), b...)
+	sort.Slice(out, func(i, j int) bool { return model.RSKeyLess(out[i], out[j]) })
+	return slices.Compact(out)
+}
+
+// staticChains are the family's shared chains with their fixed rules, in write order;
+// dispatch rules go into some of them (before the fixed ones). jumps are the rules that
+// hook them into the built-in chains, each inserted first.
+func staticChains(f family, rc *renderConfig) (chains []chainRules, jumps []dispatchRule) {
+	mark := rc.markMask()
+	nat := []chainRules{
+		{chainKey{tableNAT, ChainServices}, []string{
+			join("-m addrtype --dst-type LOCAL", comment("kube-ipvs: NodePorts on the node addresses"), "-j "+ChainNodePorts)}},
+		{chainKey{tableNAT, ChainNodePorts}, nil},
+		{chainKey{tableNAT, ChainMarkMasq}, []string{"-j MARK --set-xmark " + mark}},
+		{chainKey{tableNAT, ChainPostrouting}, []string{
+			"-m mark ! --mark " + mark + " -j RETURN",
+			fmt.Sprintf("-j MARK --set-xmark 0x0/%#x", rc.mark),
+			join(comment("kube-ipvs: masquerade Service traffic marked in "+ChainMarkMasq), "-j MASQUERADE")}},
+	}
+	if cidrs := rc.cidrs[f]; len(cidrs) > 1 && !rc.masqueradeAll {
+		var rules []string
+		for _, p := range cidrs {
+			rules = append(rules, join("-s "+p.String(), comment("kube-ipvs: from a cluster CIDR: keep the pod address"), "-j RETURN"))
+		}
+		rules = append(rules, "-j "+ChainMarkMasq)
+		nat = append(nat, chainRules{chainKey{tableNAT, ChainClusterMasq}, rules})
+	}
+	checks := []string{
+		"-m conntrack --ctstate NEW -j " + ChainFirewall,
+		"-m conntrack --ctstate NEW -j " + ChainServices,
+	}
+	filter := []chainRules{
+		{chainKey{tableFilter, ChainFirewall}, nil},
+		{chainKey{tableFilter, ChainServices}, nil},
+		{chainKey{tableFilter, ChainNodePorts}, nil},
+		{chainKey{tableFilter, ChainInput}, append(slices.Clone(checks), "-j "+ChainNodePorts)},
+		{chainKey{tableFilter, ChainForward}, append(slices.Clone(checks),
+			join("-m conntrack --ctstate INVALID", comment("kube-ipvs: out-of-window packets of NATed connections would reach endpoints un-NATed"), "-j DROP"),
+			join("-m mark --mark "+mark, comment("kube-ipvs: Service traffic marked for masquerade"), "-j ACCEPT"),
+			join("-m conntrack --ctstate RELATED,ESTABLISHED", comment("kube-ipvs: Service connections and their replies"), "-j ACCEPT"))},
+		{chainKey{tableFilter, ChainOutput}, slices.Clone(checks)},
+	}
+	jump := func(table, builtin, why, target string) dispatchRule {
+		return dispatchRule{table, builtin, join(comment("kube-ipvs: "+why), "-j "+target)}
+	}
+	jumps = []dispatchRule{
+		jump(tableNAT, "PREROUTING", "Service dispatch", ChainServices),
+		jump(tableNAT, "OUTPUT", "Service dispatch for node-originated traffic", ChainServices),
+		jump(tableNAT, "POSTROUTING", "masquerade Service traffic", ChainPostrouting),
+		jump(tableFilter, "INPUT", "source ranges, rejects, health-check node ports", ChainInput),
+		jump(tableFilter, "FORWARD", "source ranges, rejects, forwarded Service traffic", ChainForward),
+		jump(tableFilter, "OUTPUT", "source ranges and rejects for node-originated traffic", ChainOutput),
+	}
+	return append(nat, filter...), jumps
+}
+
+// dispatchChains are the shared chains that hold Services' dispatch rules.
+var dispatchChains = map[chainKey]bool{
+	{tableNAT, ChainServices}:     true,
+	{tableNAT, ChainNodePorts}:    true,
+	{tableFilter, ChainServices}:  true,
+	{tableFilter, ChainFirewall}:  true,
+	{tableFilter, ChainNodePorts}: true,
+}
+
+// addLine is the restore line that adds one dispatch rule: nat KIPVS-SERVICES ends with
+// its jump to KIPVS-NODEPORTS, so rules go before it; elsewhere they are appended.
+func (d dispatchRule) addLine() string {
+	if d.table == tableNAT && d.chain == ChainServices {
+		return "-I " + d.chain + " 1 " + d.spec
+	}
+	return "-A " + d.chain + " " + d.spec
+}
+
+func protocolOf(p corev1.Protocol) (model.Protocol, bool) {
+	switch p {
+	case corev1.ProtocolTCP, "":
+		return model.TCP, true
+	case corev1.ProtocolUDP:
+		return model.UDP, true
+	case corev1.ProtocolSCTP:
+		return model.SCTP, true
+	}
+	return 0, false
+}
+
+// addrSet parses Service addresses as package proxy does (unmapped, legacy IPv4 with
+// leading zeros read as decimal); bad ones are left out.
+func addrSet(list []string) map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, s := range list {
+		if a, ok := parseAddr(strings.TrimSpace(s)); ok {
+			m[a] = true
+		}
+	}
+	return m
+}
+
+func parseAddr(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap(), a.Zone() == ""
+	}
+	fields := strings.Split(s, ".")
+	if len(fields) != 4 {
+		return netip.Addr{}, false
+	}
+	var b [4]byte
+	for i, f := range fields {
+		n, err := strconv.Atoi(f)
+		if err != nil || len(f) == 0 || len(f) > 3 || n < 0 || n > 255 || strings.TrimLeft(f, "0123456789") != "" {
+			return netip.Addr{}, false
+		}
+		b[i] = byte(n)
+	}
+	return netip.AddrFrom4(b), true
+}
+
+// annotationSourceRanges is the older way to give load-balancer source ranges; it counts
+// only when spec.loadBalancerSourceRanges is empty.
+const annotationSourceRanges = "service.beta.kubernetes.io/load-balancer-source-ranges"
+
+// sourceRangeSet is a Service's load-balancer source ranges by family.
+type sourceRangeSet struct {
+	set      bool // the Service has source ranges at all
+	byFamily [2][]netip.Prefix
+	all      [2]bool // a range covers the whole family
+}
+
+func sourceRanges(svc *corev1.Service) sourceRangeSet {
+	list := svc.Spec.LoadBalancerSourceRanges
+	if len(list) == 0 {
+		if ann := strings.TrimSpace(svc.Annotations[annotationSourceRanges]); ann != "" {
+			list = strings.Split(ann, ",")
+		}
+	}
+	var r sourceRangeSet
+	seen := map[netip.Prefix]bool{}
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		r.set = true
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			continue
+		}
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p)).Masked()
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		f := familyOf(p.Addr())
+		if p.Bits() == 0 {
+			r.all[f] = true
+			continue
+		}
+		r.byFamily[f] = append(r.byFamily[f], p)
+	}
+	return r
+}
+
+// of returns the family's ranges and whether its load-balancer traffic is filtered: a
+// Service with source ranges filters every family unless a range covers all of it; a
+// family without ranges of its own then admits no one.
+func (r sourceRangeSet) of(f family) ([]netip.Prefix, bool) {
+	if !r.set || r.all[f] {
+		return nil, false
+	}
+	return r.byFamily[f], true
+}
+
+func hasFamily(addrs map[netip.Addr]bool, f family) bool {
+	for a := range addrs {
+		if familyOf(a) == f {
+			return true
+		}
+	}
+	return false
+}
+
+func containsAny(ps []netip.Prefix, addrs []netip.Addr) bool {
+	for _, p := range ps {
+		for _, a := range addrs {
+			if p.Contains(a.Unmap()) {
+				return true
+			}
+		}
+	}
+	return false
+}
