@@ -240,6 +240,18 @@ func TestGuestRulesConstantFor2000Services(t *testing.T) {
 		t.Errorf("a sync without change wrote %d times and ran %d processes", w, e)
 	}
 
+	// One Service deleted: exactly its entries go (the counts of n-1 Services), no rule.
+	last := svcs[n-1]
+	_, del1 := tracker.UpdateMany(map[model.ServiceName]map[firewall.SetName]map[firewall.Entry]bool{
+		{Namespace: last.Namespace, Name: last.Name}: nil})
+	if res := sets.Apply(del1); res.Err != nil || len(res.Errors) > 0 {
+		t.Fatalf("deleting one Service's entries: %v %v", res.Err, res.Errors)
+	}
+	checkCounts(t, k, expected(n-1))
+	if ourRules(t) != one {
+		t.Error("rules changed when one Service went")
+	}
+
 	// Every Service deleted: the sets empty out, the rules stay the same.
 	gone := map[model.ServiceName]map[firewall.SetName]map[firewall.Entry]bool{}
 	for _, svc := range svcs {
