@@ -160,13 +160,24 @@ func TestVIPFilterHidesNodeServices(t *testing.T) {
 	}
 }
 
-// --strict-arp sets arp_ignore=1 and arp_announce=2.
-func TestStrictARP(t *testing.T) {
+// --strict-arp sets arp_ignore=1 and arp_announce=2; the IPVS sysctls and the
+// --ipvs-*-timeout flags are applied at start.
+func TestKernelSettingsAtStart(t *testing.T) {
 	dir := setupNode(t)
 	guestutil.WriteSysctl(t, "net.ipv4.conf.all.arp_ignore", "0")
 	guestutil.WriteSysctl(t, "net.ipv4.conf.all.arp_announce", "0")
-	p := startProxy(t, dir, "--strict-arp")
+	guestutil.WriteSysctl(t, "net.ipv4.vs.conntrack", "0")
+	guestutil.WriteSysctl(t, "net.ipv4.vs.expire_nodest_conn", "0")
+	p := startProxy(t, dir, "--strict-arp", "--ipvs-tcp-timeout", "901s", "--ipvs-tcpfin-timeout", "61s", "--ipvs-udp-timeout", "31s")
 	p.waitLog(`msg="sync done"`)
+	if out := ipvsadm(t, "--timeout"); !strings.Contains(out, "Timeout (tcp tcpfin udp): 901 61 31") {
+		t.Errorf("IPVS timeouts: %s", out)
+	}
+	for _, name := range []string{"net/ipv4/vs/conntrack", "net/ipv4/vs/expire_nodest_conn", "net/ipv4/vs/expire_quiescent_template", "net/ipv4/ip_forward"} {
+		if b, err := os.ReadFile("/proc/sys/" + name); err != nil || strings.TrimSpace(string(b)) != "1" {
+			t.Errorf("%s = %q (%v), want 1", name, b, err)
+		}
+	}
 	for name, want := range map[string]string{"arp_ignore": "1", "arp_announce": "2"} {
 		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/all/" + name)
 		if err != nil || strings.TrimSpace(string(b)) != want {
