@@ -40,6 +40,10 @@ guest-test: ## build the guest-tagged tests and run them inside the QEMU guest
 guest-scenarios: ## run every test/scenarios/*.sh in a guest of its own (SCENARIOS=name to pick)
 	hack/guest/scenarios.sh
 
+.PHONY: e2e
+e2e: ## kube-ipvs in the guest against a real kube-apiserver + etcd on the host's loopback (docs/e2e.md)
+	hack/e2e/run.sh
+
 guest-run: ## run SCRIPT=path/to/script.sh inside the guest, with kube-ipvs on PATH
 	@test -n "$(SCRIPT)" || { echo "usage: make guest-run SCRIPT=path/to/script.sh" >&2; exit 2; }
 	hack/guest/run.sh "$(SCRIPT)"
