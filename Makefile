@@ -24,6 +24,7 @@ test: ## host unit tests, then the guest (real-kernel) suite; fails if the host'
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory guest-test
 	$(MAKE) --no-print-directory guest-scenarios
+	$(MAKE) --no-print-directory e2e
 	@hack/host-state.sh >$(HOSTSTATE).after; \
 	if ! diff -u $(HOSTSTATE).before $(HOSTSTATE).after; then \
 	  echo "make test: the host's own network state changed during the tests (diff above)" >&2; exit 1; \
