@@ -29,6 +29,7 @@ if [[ -n ${SCENARIOS:-} ]]; then
   done
 else
   shopt -s nullglob
+  # Helpers the scenarios source (test/scenarios/lib/) are not scenarios themselves.
   scripts=("$dir"/*.sh)
   shopt -u nullglob
 fi

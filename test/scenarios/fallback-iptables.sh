@@ -7,7 +7,7 @@
 # affinity, endpoint changes, externalTrafficPolicy=Local keeping the client IP, a REJECT for
 # a Service without endpoints, and a random spread over three backends.
 set -euo pipefail
-source ./pods.sh
+source ./lib/pods.sh
 
 fail() {
   echo "FAIL: $*" >&2
