@@ -684,7 +684,13 @@ func (r *Runner) prepare(text string, s save) string {
 	return b.String()
 }
 
-// tokens splits a rule like a shell: double-quoted parts are one token, without quotes.
+// Tokens splits a rule like a shell: double-quoted parts are one token, without quotes.
+// Exported for the iptables proxier, which reads -save output the same way.
+func Tokens(s string) []string { return tokens(s) }
+
+// Target returns a rule's -j or -g target ("" if none).
+func Target(toks []string) string { return target(toks) }
+
 func tokens(s string) []string {
 	var out []string
 	var cur strings.Builder

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -185,7 +186,7 @@ func (fr *fullRules) repair(s saved) string {
 				continue
 			}
 			for _, spec := range t.rules[c] {
-				if strings.HasPrefix(target(tokens(spec)), ownPrefix) {
+				if strings.HasPrefix(iptables.Target(iptables.Tokens(spec)), ownPrefix) {
 					out = append(out, "-D "+c+" "+spec)
 				}
 			}
@@ -311,7 +312,7 @@ func jumpsFirst(want, have []string) bool {
 		}
 	}
 	for _, h := range have[len(want):] {
-		if strings.HasPrefix(target(tokens(h)), ownPrefix) {
+		if strings.HasPrefix(iptables.Target(iptables.Tokens(h)), ownPrefix) {
 			return false
 		}
 	}
@@ -338,7 +339,7 @@ func sameRules(want, have []string, anyOrder bool) bool {
 // it compare equal on both backends: its options with their values, "!" kept, module
 // loads (-m) dropped, addresses as masked prefixes, lists and options sorted.
 func normalize(spec string) string {
-	toks := tokens(spec)
+	toks := iptables.Tokens(spec)
 	var opts []string
 	neg := false
 	for i := 0; i < len(toks); {
@@ -451,46 +452,4 @@ func parseSave(out string) saved {
 		}
 	}
 	return s
-}
-
-// tokens splits a rule like a shell: a double-quoted part is one token, without quotes.
-func tokens(s string) []string {
-	var out []string
-	var cur strings.Builder
-	inQuote, have := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\\' && i+1 < len(s) && inQuote:
-			i++
-			cur.WriteByte(s[i])
-		case c == '"':
-			inQuote = !inQuote
-			have = true
-		case (c == ' ' || c == '\t') && !inQuote:
-			if have {
-				out = append(out, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteByte(c)
-			have = true
-		}
-	}
-	if have {
-		out = append(out, cur.String())
-	}
-	return out
-}
-
-// target returns a rule's -j or -g target ("" if none).
-func target(toks []string) string {
-	for i := 0; i+1 < len(toks); i++ {
-		switch toks[i] {
-		case "-j", "-g", "--jump", "--goto":
-			return toks[i+1]
-		}
-	}
-	return ""
 }
