@@ -29,20 +29,33 @@ const AnnotationSourceRanges = "service.beta.kubernetes.io/load-balancer-source-
 // other's entry.
 func ServiceEntries(svc *v1.Service, st *model.ServiceState, cfg Config) map[SetName]map[Entry]bool {
 	out := map[SetName]map[Entry]bool{}
+	serviceEntries(svc, st, cfg, func(n SetName, e Entry) {
+		if out[n] == nil {
+			out[n] = map[Entry]bool{}
+		}
+		out[n][e] = true
+	})
+	return out
+}
+
+// AppendMembers appends the Service's entries (as ServiceEntries gives them) to dst as
+// packed members, in no order and possibly repeated: what Tracker.UpdateMembers takes.
+func AppendMembers(dst []Member, svc *v1.Service, st *model.ServiceState, cfg Config) []Member {
+	serviceEntries(svc, st, cfg, func(n SetName, e Entry) {
+		dst = append(dst, Member{Set: IDOf(n), Entry: e.Pack()})
+	})
+	return dst
+}
+
+func serviceEntries(svc *v1.Service, st *model.ServiceState, cfg Config, put func(SetName, Entry)) {
 	if svc == nil || st == nil {
-		return out
+		return
 	}
 	enabled := map[Family]bool{}
 	for _, f := range cfg.families() {
 		enabled[f] = true
 	}
-	add := func(base string, f Family, e Entry) {
-		n := Name(base, f)
-		if out[n] == nil {
-			out[n] = map[Entry]bool{}
-		}
-		out[n][e] = true
-	}
+	add := func(base string, f Family, e Entry) { put(Name(base, f), e) }
 
 	cluster := addrSet(svc.Spec.ClusterIPs)
 	if len(svc.Spec.ClusterIPs) == 0 {
@@ -140,7 +153,6 @@ func ServiceEntries(svc *v1.Service, st *model.ServiceState, cfg Config) map[Set
 		svc.Spec.HealthCheckNodePort <= 65535 && len(cfg.families()) > 0 {
 		add(SetHealthCheckNodePort, AnyFamily, Entry{Port: uint16(svc.Spec.HealthCheckNodePort)})
 	}
-	return out
 }
 
 func pick(local bool, ifLocal, otherwise string) string {

@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
@@ -31,15 +32,19 @@ func (c Changes) put(n SetName, e Entry, v bool) {
 // an entry two Services share (an LB IP in KIPVS-VIPS, an endpoint behind two Services in
 // KIPVS-LOOP-BACK) is added by the first and deleted by the last. It is pure bookkeeping,
 // safe for concurrent use.
+//
+// It keeps entries packed (see Packed): a Service's as one sorted slice, the owner counts
+// in one map per set. At 50,000 Services that is over half a million entries, which as
+// nested maps of Entry took several times the memory and kept the garbage collector busy.
 type Tracker struct {
 	mu      sync.Mutex
-	service map[model.ServiceName]map[SetName]map[Entry]bool
-	owners  map[SetName]map[Entry]int
+	service map[model.ServiceName][]Member // sorted, without duplicates
+	owners  map[SetID]map[Packed]int32
 }
 
 // NewTracker returns an empty Tracker.
 func NewTracker() *Tracker {
-	return &Tracker{service: map[model.ServiceName]map[SetName]map[Entry]bool{}, owners: map[SetName]map[Entry]int{}}
+	return &Tracker{service: map[model.ServiceName][]Member{}, owners: map[SetID]map[Packed]int32{}}
 }
 
 // Update records the Service's entries now (from ServiceEntries; nil or empty when it is
@@ -57,51 +62,75 @@ func (t *Tracker) Update(name model.ServiceName, entries map[SetName]map[Entry]b
 // UpdateMany is Update for several Services at once; the Changes are the net effect on
 // the sets.
 func (t *Tracker) UpdateMany(updates map[model.ServiceName]map[SetName]map[Entry]bool) (add, del Changes) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	before := map[SetName]map[Entry]bool{} // whether each touched entry was in its set
-	touch := func(n SetName, e Entry) {
-		if before[n] == nil {
-			before[n] = map[Entry]bool{}
-		}
-		if _, seen := before[n][e]; !seen {
-			before[n][e] = t.owners[n][e] > 0
-		}
-	}
+	members := make(map[model.ServiceName][]Member, len(updates))
 	for name, entries := range updates {
-		old := t.service[name]
-		now := map[SetName]map[Entry]bool{}
+		var ms []Member
 		for n, m := range entries {
+			id := IDOf(n)
 			for e, want := range m {
-				if !want {
-					continue
+				if want {
+					ms = append(ms, Member{Set: id, Entry: e.Pack()})
 				}
-				if now[n] == nil {
-					now[n] = map[Entry]bool{}
-				}
-				now[n][e] = true
-				if old[n][e] {
-					continue
-				}
-				touch(n, e)
-				if t.owners[n] == nil {
-					t.owners[n] = map[Entry]int{}
-				}
-				t.owners[n][e]++
 			}
 		}
-		for n, m := range old {
-			for e := range m {
-				if now[n][e] {
-					continue
-				}
-				touch(n, e)
-				if t.owners[n][e]--; t.owners[n][e] <= 0 {
-					delete(t.owners[n], e)
-					if len(t.owners[n]) == 0 {
-						delete(t.owners, n)
-					}
-				}
+		members[name] = ms
+	}
+	return t.UpdateMembers(members, true)
+}
+
+// UpdateMembers is UpdateMany with each Service's entries as members (AppendMembers), in any
+// order, duplicates allowed; the slices become the Tracker's. Without withChanges it only
+// records (the Changes are nil): a Resync follows, which compares everything anyway, and the
+// cold start of a large cluster need not hold every entry twice.
+func (t *Tracker) UpdateMembers(updates map[model.ServiceName][]Member, withChanges bool) (add, del Changes) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var before map[Member]bool // whether each touched entry was in its set
+	touch := func(m Member) {
+		if !withChanges {
+			return
+		}
+		if before == nil {
+			before = map[Member]bool{}
+		}
+		if _, seen := before[m]; !seen {
+			before[m] = t.owners[m.Set][m.Entry] > 0
+		}
+	}
+	inc := func(m Member) {
+		touch(m)
+		o := t.owners[m.Set]
+		if o == nil {
+			o = map[Packed]int32{}
+			t.owners[m.Set] = o
+		}
+		o[m.Entry]++
+	}
+	dec := func(m Member) {
+		touch(m)
+		o := t.owners[m.Set]
+		if o[m.Entry]--; o[m.Entry] <= 0 {
+			delete(o, m.Entry)
+			if len(o) == 0 {
+				delete(t.owners, m.Set)
+			}
+		}
+	}
+	for name, now := range updates {
+		now = slices.Clip(SortMembers(now))
+		old := t.service[name]
+		i, j := 0, 0
+		for i < len(old) || j < len(now) {
+			switch {
+			case j == len(now) || (i < len(old) && compareMembers(old[i], now[j]) < 0):
+				dec(old[i])
+				i++
+			case i == len(old) || compareMembers(old[i], now[j]) > 0:
+				inc(now[j])
+				j++
+			default:
+				i++
+				j++
 			}
 		}
 		if len(now) == 0 {
@@ -110,32 +139,47 @@ func (t *Tracker) UpdateMany(updates map[model.ServiceName]map[SetName]map[Entry
 			t.service[name] = now
 		}
 	}
+	if !withChanges {
+		return nil, nil
+	}
 	add, del = Changes{}, Changes{}
-	for n, m := range before {
-		for e, was := range m {
-			switch is := t.owners[n][e] > 0; {
-			case is && !was:
-				add.put(n, e, true)
-			case was && !is:
-				del.put(n, e, false)
-			}
+	for m, was := range before {
+		switch is := t.owners[m.Set][m.Entry] > 0; {
+		case is && !was:
+			add.put(m.Set.Name(), m.Entry.Entry(), true)
+		case was && !is:
+			del.put(m.Set.Name(), m.Entry.Entry(), false)
 		}
 	}
 	return add, del
 }
 
-// Desired returns every entry some Service wants, per set: the input of ipset Resync. Sets
-// no Service uses are absent (Resync keeps every defined set, empty if need be).
+// SortMembers sorts members and drops repeats, in place: the form Same compares.
+func SortMembers(ms []Member) []Member {
+	slices.SortFunc(ms, compareMembers)
+	return slices.CompactFunc(ms, func(a, b Member) bool { return a == b })
+}
+
+// Same reports whether the Service's recorded entries are exactly members (as SortMembers
+// returns them): then an update would change nothing.
+func (t *Tracker) Same(name model.ServiceName, members []Member) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Equal(t.service[name], members)
+}
+
+// Desired returns every entry some Service wants, per set. Sets no Service uses are absent.
+// It copies everything: ipset Resync reads the Tracker itself (it is a DesiredSets).
 func (t *Tracker) Desired() map[SetName]map[Entry]bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make(map[SetName]map[Entry]bool, len(t.owners))
-	for n, m := range t.owners {
+	for id, m := range t.owners {
 		c := make(map[Entry]bool, len(m))
-		for e := range m {
-			c[e] = true
+		for p := range m {
+			c[p.Entry()] = true
 		}
-		out[n] = c
+		out[id.Name()] = c
 	}
 	return out
 }
@@ -144,5 +188,75 @@ func (t *Tracker) Desired() map[SetName]map[Entry]bool {
 func (t *Tracker) Count(n SetName) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.owners[n])
+	return len(t.owners[IDOf(n)])
+}
+
+// Has reports whether some Service wants the entry in the set.
+func (t *Tracker) Has(n SetName, p Packed) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.owners[IDOf(n)][p] > 0
+}
+
+// Range calls fn for every entry of the set, in no order, until fn returns false. fn must not
+// call the Tracker.
+func (t *Tracker) Range(n SetName, fn func(Packed) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for p := range t.owners[IDOf(n)] {
+		if !fn(p) {
+			return
+		}
+	}
+}
+
+// Names returns the sets some Service has entries in.
+func (t *Tracker) Names() []SetName {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]SetName, 0, len(t.owners))
+	for id := range t.owners {
+		out = append(out, id.Name())
+	}
+	return out
+}
+
+// DesiredSets is a read-only view of the entries each set must hold, as ipset Resync reads
+// it. The Tracker is one; EntryMap makes one of a plain map.
+type DesiredSets interface {
+	Count(n SetName) int
+	Has(n SetName, p Packed) bool
+	Range(n SetName, fn func(Packed) bool)
+}
+
+// EntryMap is a DesiredSets over a map: the entries mapped to true.
+type EntryMap map[SetName]map[Entry]bool
+
+// Names returns the sets the map has entries for.
+func (m EntryMap) Names() []SetName {
+	out := make([]SetName, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	return out
+}
+
+func (m EntryMap) Count(n SetName) int {
+	c := 0
+	for _, ok := range m[n] {
+		if ok {
+			c++
+		}
+	}
+	return c
+}
+
+func (m EntryMap) Has(n SetName, p Packed) bool { return m[n][p.Entry()] }
+
+func (m EntryMap) Range(n SetName, fn func(Packed) bool) {
+	for e, ok := range m[n] {
+		if ok && !fn(e.Pack()) {
+			return
+		}
+	}
 }

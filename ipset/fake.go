@@ -236,3 +236,15 @@ func (f *FakeKernel) adt(op string, n firewall.SetName, entries []firewall.Entry
 	}
 	return nil
 }
+
+// sortedEntries returns the entries mapped to true, in firewall.EntryLess order.
+func sortedEntries(m map[firewall.Entry]bool) []firewall.Entry {
+	out := make([]firewall.Entry, 0, len(m))
+	for e, ok := range m {
+		if ok {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return firewall.EntryLess(out[i], out[j]) })
+	return out
+}

@@ -309,24 +309,40 @@ func (k *NetlinkKernel) ListHeaders() ([]Header, error) {
 // ListEntries implements Kernel. A large set comes in several messages; their entries are
 // joined.
 func (k *NetlinkKernel) ListEntries(name firewall.SetName) ([]firewall.Entry, error) {
-	req := k.request(nl.IPSET_CMD_LIST, unix.NLM_F_DUMP)
-	req.AddData(setName(name))
-	msgs, err := k.exec(req, "list "+string(name))
+	var out []firewall.Entry
+	err := k.EachEntry(name, func(e firewall.Entry) { out = append(out, e) })
 	if err != nil {
 		return nil, err
 	}
-	var out []firewall.Entry
-	for _, m := range msgs {
-		h, es, err := parseSetMessage(m, true)
-		if err != nil {
-			return nil, fmt.Errorf("ipset list %s: %w", name, err)
-		}
-		if h.Name != name {
-			return nil, fmt.Errorf("ipset list %s: the kernel answered for set %q", name, h.Name)
-		}
-		out = append(out, es...)
-	}
 	return out, nil
+}
+
+// EachEntry lists one set's entries like ListEntries, handing each to fn as its message is
+// parsed: a set of half a million entries is never held as one listing. On an error, fn may
+// have seen some entries.
+func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)) error {
+	req := k.request(nl.IPSET_CMD_LIST, unix.NLM_F_DUMP)
+	req.AddData(setName(name))
+	var perr error
+	err := req.ExecuteIter(unix.NETLINK_NETFILTER, 0, func(m []byte) bool {
+		h, es, err := parseSetMessage(m, true)
+		switch {
+		case err != nil:
+			perr = fmt.Errorf("ipset list %s: %w", name, err)
+		case h.Name != name:
+			perr = fmt.Errorf("ipset list %s: the kernel answered for set %q", name, h.Name)
+		default:
+			for _, e := range es {
+				fn(e)
+			}
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("ipset list %s: %w", name, kernelError(err))
+	}
+	return perr
 }
 
 func merge(into *Header, h Header) {

@@ -19,6 +19,7 @@ package ipset
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,10 +67,11 @@ type Reconciler struct {
 	BatchSize int
 }
 
-// set is the cached state of one kernel set.
+// set is the cached state of one kernel set. Entries are packed (firewall.Packed): at
+// 50,000 Services the hairpin set alone holds over half a million.
 type set struct {
 	spec    Spec
-	entries map[firewall.Entry]bool
+	entries map[firewall.Packed]struct{}
 }
 
 // New returns a Reconciler with an empty cache: call Resync first; it creates the sets and
@@ -100,7 +102,7 @@ func (r *Reconciler) Entries(n firewall.SetName) []firewall.Entry {
 	if !ok {
 		return nil
 	}
-	return sortedEntries(s.entries)
+	return unpack(nil, sortedPacked(s.entries))
 }
 
 // Count returns the number of cached entries of a set.
@@ -114,7 +116,12 @@ func (r *Reconciler) Count(n firewall.SetName) int {
 }
 
 // Resync makes the kernel hold exactly the defined sets with the desired entries (those
-// mapped to true): it lists every set's header, creates missing sets, rebuilds sets of the
+// mapped to true); see ResyncSets.
+func (r *Reconciler) Resync(defs []firewall.SetDef, desired map[firewall.SetName]map[firewall.Entry]bool) Result {
+	return r.ResyncSets(defs, firewall.EntryMap(desired))
+}
+
+// ResyncSets makes the kernel hold exactly the defined sets with the desired entries: it lists every set's header, creates missing sets, rebuilds sets of the
 // wrong type, family or range or too small for their content, lists the others' entries and
 // adds and deletes the difference, then destroys every other set whose name starts with
 // firewall.Prefix (such as a set an older version used, or a temporary twin left by a
@@ -123,7 +130,9 @@ func (r *Reconciler) Count(n firewall.SetName) int {
 // the kernel already matches, Resync writes nothing.
 //
 // The definitions are remembered: Apply accepts changes to these sets only.
-func (r *Reconciler) Resync(defs []firewall.SetDef, desired map[firewall.SetName]map[firewall.Entry]bool) Result {
+//
+// desired is read, not copied (the Tracker itself, at a full sync).
+func (r *Reconciler) ResyncSets(defs []firewall.SetDef, desired firewall.DesiredSets) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := Result{}
@@ -146,30 +155,33 @@ func (r *Reconciler) Resync(defs []firewall.SetDef, desired map[firewall.SetName
 			continue
 		}
 		newDefs[d.Name] = d
-		want := map[firewall.Entry]bool{}
-		for e, ok := range desired[d.Name] {
-			if !ok {
-				continue
-			}
-			if err := d.Check(e); err != nil {
+		w := wanted{desired: desired, name: d.Name}
+		desired.Range(d.Name, func(p firewall.Packed) bool {
+			if err := d.Check(p.Entry()); err != nil {
 				res.fail(d.Name, err)
-				continue
+				if w.invalid == nil {
+					w.invalid = map[firewall.Packed]struct{}{}
+				}
+				w.invalid[p] = struct{}{}
 			}
-			want[e] = true
-		}
+			return true
+		})
+		n := desired.Count(d.Name) - len(w.invalid)
 		h, exists := have[d.Name]
 		switch {
 		case !exists:
-			r.rebuild(d, want, false, &res)
-		case fits(h.Spec, d, len(want)) != nil:
-			r.rebuild(d, want, true, &res)
+			r.rebuild(d, w.set(), false, &res)
+		case fits(h.Spec, d, n) != nil:
+			r.rebuild(d, w.set(), true, &res)
 		default:
-			r.resyncEntries(d, h.Spec, want, &res)
+			r.resyncEntries(d, h.Spec, w, &res)
 		}
 	}
-	for n := range desired {
-		if _, ok := newDefs[n]; !ok && len(desired[n]) > 0 {
-			res.fail(n, fmt.Errorf("entries for set %s, which is not defined", n))
+	if named, ok := desired.(interface{ Names() []firewall.SetName }); ok {
+		for _, n := range named.Names() {
+			if _, ok := newDefs[n]; !ok && desired.Count(n) > 0 {
+				res.fail(n, fmt.Errorf("entries for set %s, which is not defined", n))
+			}
 		}
 	}
 	r.defs = newDefs
@@ -194,36 +206,64 @@ func (r *Reconciler) Resync(defs []firewall.SetDef, desired map[firewall.SetName
 	return res
 }
 
-// resyncEntries lists one fitting set and writes the difference to want.
-func (r *Reconciler) resyncEntries(d firewall.SetDef, spec Spec, want map[firewall.Entry]bool, res *Result) {
+// wanted is the desired content of one set: what desired holds for it, but the invalid.
+type wanted struct {
+	desired firewall.DesiredSets
+	name    firewall.SetName
+	invalid map[firewall.Packed]struct{}
+}
+
+func (w wanted) has(p firewall.Packed) bool {
+	return !w.isInvalid(p) && w.desired.Has(w.name, p)
+}
+
+func (w wanted) isInvalid(p firewall.Packed) bool {
+	_, bad := w.invalid[p]
+	return bad
+}
+
+// set returns a copy of the wanted entries: a set's new cache after a rebuild.
+func (w wanted) set() map[firewall.Packed]struct{} {
+	out := make(map[firewall.Packed]struct{}, w.desired.Count(w.name))
+	w.desired.Range(w.name, func(p firewall.Packed) bool {
+		if _, bad := w.invalid[p]; !bad {
+			out[p] = struct{}{}
+		}
+		return true
+	})
+	return out
+}
+
+// resyncEntries lists one fitting set and writes the difference to w.
+func (r *Reconciler) resyncEntries(d firewall.SetDef, spec Spec, w wanted, res *Result) {
 	listed, err := r.listEntries(d.Name)
 	if errors.Is(err, ErrSetNotFound) {
-		r.rebuild(d, want, false, res)
+		r.rebuild(d, w.set(), false, res)
 		return
 	}
 	if err != nil {
 		res.fail(d.Name, err)
 		return
 	}
-	s := &set{spec: spec, entries: make(map[firewall.Entry]bool, len(listed))}
-	for _, e := range listed {
-		s.entries[e] = true
-	}
+	s := &set{spec: spec, entries: listed}
 	r.sets[d.Name] = s
-	var adds, dels []firewall.Entry
-	for e := range want {
-		if !s.entries[e] {
-			adds = append(adds, e)
+	var adds, dels []firewall.Packed
+	// Inside Range only the invalid are looked up: desired (the Tracker) is locked while it
+	// calls back, and what it ranges over it has.
+	w.desired.Range(d.Name, func(p firewall.Packed) bool {
+		if _, ok := s.entries[p]; !ok && !w.isInvalid(p) {
+			adds = append(adds, p)
 		}
-	}
-	for e := range s.entries {
-		if !want[e] {
-			dels = append(dels, e)
+		return true
+	})
+	for p := range s.entries {
+		if !w.has(p) {
+			dels = append(dels, p)
 		}
 	}
 	if d.Type != firewall.BitmapPort && len(s.entries)+len(adds) > int(spec.MaxElem) {
-		// Adding before deleting would overflow it: rebuild it with exactly want.
-		r.rebuild(d, want, true, res)
+		// Adding before deleting would overflow it: rebuild it with exactly the wanted.
+		r.rebuild(d, w.set(), true, res)
 		return
 	}
 	r.addOrRebuild(d, s, adds, res)
@@ -250,7 +290,7 @@ func (r *Reconciler) Apply(changes firewall.Changes) Result {
 
 	type work struct {
 		d    firewall.SetDef
-		dels []firewall.Entry
+		dels []firewall.Packed
 	}
 	var todo []work
 	for _, n := range names {
@@ -262,17 +302,19 @@ func (r *Reconciler) Apply(changes firewall.Changes) Result {
 			}
 			continue
 		}
-		var adds, dels []firewall.Entry
+		var adds, dels []firewall.Packed
 		for e, want := range changes[n] {
 			if err := d.Check(e); err != nil {
 				res.fail(n, err)
 				continue
 			}
+			p := e.Pack()
+			_, has := s.entries[p]
 			switch {
-			case want && !s.entries[e]:
-				adds = append(adds, e)
-			case !want && s.entries[e]:
-				dels = append(dels, e)
+			case want && !has:
+				adds = append(adds, p)
+			case !want && has:
+				dels = append(dels, p)
 			}
 		}
 		r.addOrRebuild(d, s, adds, &res)
@@ -288,18 +330,18 @@ func (r *Reconciler) Apply(changes firewall.Changes) Result {
 
 // deletions deletes entries from a set (from its current cache entry, which a rebuild may
 // have replaced). A set found missing is re-created with what remains.
-func (r *Reconciler) deletions(d firewall.SetDef, dels []firewall.Entry, res *Result) {
+func (r *Reconciler) deletions(d firewall.SetDef, dels []firewall.Packed, res *Result) {
 	s := r.sets[d.Name]
 	if s == nil || len(dels) == 0 {
 		return
 	}
 	if err := r.batches(d.Name, s, dels, false, res); errors.Is(err, ErrSetNotFound) {
-		final := make(map[firewall.Entry]bool, len(s.entries))
-		for e := range s.entries {
-			final[e] = true
+		final := make(map[firewall.Packed]struct{}, len(s.entries))
+		for p := range s.entries {
+			final[p] = struct{}{}
 		}
-		for _, e := range dels {
-			delete(final, e)
+		for _, p := range dels {
+			delete(final, p)
 		}
 		r.rebuild(d, final, false, res)
 	}
@@ -307,17 +349,17 @@ func (r *Reconciler) deletions(d firewall.SetDef, dels []firewall.Entry, res *Re
 
 // addOrRebuild adds entries to a set, rebuilding it larger first when they would not fit,
 // or when the kernel says it is full or gone.
-func (r *Reconciler) addOrRebuild(d firewall.SetDef, s *set, adds []firewall.Entry, res *Result) {
+func (r *Reconciler) addOrRebuild(d firewall.SetDef, s *set, adds []firewall.Packed, res *Result) {
 	if len(adds) == 0 {
 		return
 	}
-	final := func() map[firewall.Entry]bool {
-		m := make(map[firewall.Entry]bool, len(s.entries)+len(adds))
-		for e := range s.entries {
-			m[e] = true
+	final := func() map[firewall.Packed]struct{} {
+		m := make(map[firewall.Packed]struct{}, len(s.entries)+len(adds))
+		for p := range s.entries {
+			m[p] = struct{}{}
 		}
-		for _, e := range adds {
-			m[e] = true
+		for _, p := range adds {
+			m[p] = struct{}{}
 		}
 		return m
 	}
@@ -339,22 +381,21 @@ func (r *Reconciler) addOrRebuild(d firewall.SetDef, s *set, adds []firewall.Ent
 // batches adds or deletes entries in batches and records successes in the cache. A batch
 // that fails for another reason than a missing or full set is retried entry by entry, so
 // the error names the entries. It returns the error that stopped it, if it stopped.
-func (r *Reconciler) batches(n firewall.SetName, s *set, list []firewall.Entry, add bool, res *Result) error {
+func (r *Reconciler) batches(n firewall.SetName, s *set, list []firewall.Packed, add bool, res *Result) error {
 	if len(list) == 0 {
 		return nil
 	}
-	sortEntries(list)
+	sortPacked(list)
 	op, verb := r.k.Del, "delete"
 	if add {
 		op, verb = r.k.Add, "add"
 	}
-	size := r.BatchSize
-	if size <= 0 {
-		size = DefaultBatchSize
-	}
+	size := r.batchSize()
+	buf := make([]firewall.Entry, 0, min(size, len(list)))
 	for start := 0; start < len(list); start += size {
 		b := list[start:min(start+size, len(list))]
-		err := r.write(res, op(n, b))
+		buf = unpack(buf[:0], b)
+		err := r.write(res, op(n, buf))
 		if err == nil {
 			record(s, b, add)
 			continue
@@ -366,23 +407,37 @@ func (r *Reconciler) batches(n firewall.SetName, s *set, list []firewall.Entry, 
 			res.fail(n, err)
 			continue
 		}
-		for _, e := range b {
+		for i, e := range buf {
 			if err := r.write(res, op(n, []firewall.Entry{e})); err != nil {
 				res.fail(n, fmt.Errorf("%s %s: %w", verb, e, err))
 				continue
 			}
-			record(s, []firewall.Entry{e}, add)
+			record(s, b[i:i+1], add)
 		}
 	}
 	return nil
 }
 
-func record(s *set, es []firewall.Entry, add bool) {
-	for _, e := range es {
+func (r *Reconciler) batchSize() int {
+	if r.BatchSize <= 0 {
+		return DefaultBatchSize
+	}
+	return r.BatchSize
+}
+
+func unpack(dst []firewall.Entry, ps []firewall.Packed) []firewall.Entry {
+	for _, p := range ps {
+		dst = append(dst, p.Entry())
+	}
+	return dst
+}
+
+func record(s *set, ps []firewall.Packed, add bool) {
+	for _, p := range ps {
 		if add {
-			s.entries[e] = true
+			s.entries[p] = struct{}{}
 		} else {
-			delete(s.entries, e)
+			delete(s.entries, p)
 		}
 	}
 }
@@ -390,23 +445,19 @@ func record(s *set, es []firewall.Entry, add bool) {
 // rebuild gives the set exactly the entries final, sized for them. When the set exists, a
 // temporary twin is filled and swapped in; when it does not, it is created and filled (no
 // rule can reference a set that does not exist).
-func (r *Reconciler) rebuild(d firewall.SetDef, final map[firewall.Entry]bool, exists bool, res *Result) {
+func (r *Reconciler) rebuild(d firewall.SetDef, final map[firewall.Packed]struct{}, exists bool, res *Result) {
 	spec := specFor(d, len(final))
-	list := sortedEntries(final)
+	list := sortedPacked(final)
 	delete(r.sets, d.Name) // until we know again
 
 	fill := func(name firewall.SetName) error {
-		tmp := &set{spec: spec, entries: map[firewall.Entry]bool{}}
-		size := r.BatchSize
-		if size <= 0 {
-			size = DefaultBatchSize
-		}
+		size := r.batchSize()
+		buf := make([]firewall.Entry, 0, min(size, len(list)))
 		for start := 0; start < len(list); start += size {
-			b := list[start:min(start+size, len(list))]
-			if err := r.write(res, r.k.Add(name, b)); err != nil {
+			buf = unpack(buf[:0], list[start:min(start+size, len(list))])
+			if err := r.write(res, r.k.Add(name, buf)); err != nil {
 				return fmt.Errorf("fill %s: %w", name, err)
 			}
-			record(tmp, b, true)
 		}
 		return nil
 	}
@@ -494,11 +545,7 @@ func (r *Reconciler) relist(d firewall.SetDef, res *Result) {
 		if err != nil {
 			return
 		}
-		s := &set{spec: h.Spec, entries: make(map[firewall.Entry]bool, len(listed))}
-		for _, e := range listed {
-			s.entries[e] = true
-		}
-		r.sets[d.Name] = s
+		r.sets[d.Name] = &set{spec: h.Spec, entries: listed}
 		return
 	}
 }
@@ -549,18 +596,35 @@ func (r *Reconciler) listHeaders() ([]Header, error) {
 	return nil, err
 }
 
-func (r *Reconciler) listEntries(n firewall.SetName) ([]firewall.Entry, error) {
+// listEntries lists a set's entries into a map, through the kernel's streaming listing
+// when it has one (no slice of every entry in between).
+func (r *Reconciler) listEntries(n firewall.SetName) (map[firewall.Packed]struct{}, error) {
 	var err error
 	for range listAttempts {
-		var es []firewall.Entry
-		if es, err = r.k.ListEntries(n); err == nil {
-			return es, nil
+		out := map[firewall.Packed]struct{}{}
+		if each, ok := r.k.(entryStreamer); ok {
+			err = each.EachEntry(n, func(e firewall.Entry) { out[e.Pack()] = struct{}{} })
+		} else {
+			var es []firewall.Entry
+			if es, err = r.k.ListEntries(n); err == nil {
+				for _, e := range es {
+					out[e.Pack()] = struct{}{}
+				}
+			}
+		}
+		if err == nil {
+			return out, nil
 		}
 		if !errors.Is(err, ErrDumpInterrupted) {
 			break
 		}
 	}
 	return nil, err
+}
+
+// entryStreamer is a Kernel that can hand a set's entries over one by one as it parses them.
+type entryStreamer interface {
+	EachEntry(name firewall.SetName, fn func(firewall.Entry)) error
 }
 
 func checkDef(d firewall.SetDef) error {
@@ -575,17 +639,15 @@ func checkDef(d firewall.SetDef) error {
 	return nil
 }
 
-func sortEntries(s []firewall.Entry) {
-	sort.Slice(s, func(i, j int) bool { return firewall.EntryLess(s[i], s[j]) })
+func sortPacked(s []firewall.Packed) {
+	slices.SortFunc(s, firewall.Packed.Compare)
 }
 
-func sortedEntries(m map[firewall.Entry]bool) []firewall.Entry {
-	out := make([]firewall.Entry, 0, len(m))
-	for e, ok := range m {
-		if ok {
-			out = append(out, e)
-		}
+func sortedPacked(m map[firewall.Packed]struct{}) []firewall.Packed {
+	out := make([]firewall.Packed, 0, len(m))
+	for p := range m {
+		out = append(out, p)
 	}
-	sortEntries(out)
+	sortPacked(out)
 	return out
 }

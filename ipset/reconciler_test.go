@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/model"
@@ -395,4 +396,28 @@ func TestSize(t *testing.T) {
 			t.Errorf("Size(%d) = %d, %d; want %d, %d", tc.n, h, m, tc.hash, tc.maxElems)
 		}
 	}
+}
+
+// Production passes the firewall Tracker itself as the desired state, and a restarted proxy
+// resyncs into sets that already hold entries: the adoption path must read the Tracker
+// without calling it back from inside its Range (which holds its lock). Run with a
+// deadline, so that a deadlock fails the test instead of hanging the suite.
+func TestResyncSetsFromTheTrackerIntoExistingSets(t *testing.T) {
+	f := NewFakeKernel()
+	tr := firewall.NewTracker()
+	svc := model.ServiceName{Namespace: "ns", Name: "web"}
+	tr.Update(svc, want(defIPPort.Name, ipp("10.0.0.1", 80), defIPPort.Name, ipp("10.0.0.2", 80), defVIPs6.Name, ip("fd00::1")))
+	checkRes(t, New(f).ResyncSets(testDefs, tr), 5) // three creates, two adds
+
+	// The kernel now has one entry too many and one too few; a new reconciler adopts it.
+	tr.Update(svc, want(defIPPort.Name, ipp("10.0.0.1", 80), defIPPort.Name, ipp("10.0.0.3", 80), defVIPs6.Name, ip("fd00::1")))
+	done := make(chan Result, 1)
+	go func() { done <- New(f).ResyncSets(testDefs, tr) }()
+	select {
+	case res := <-done:
+		checkRes(t, res, 2)
+	case <-time.After(10 * time.Second):
+		t.Fatal("ResyncSets from the Tracker did not return: deadlock on the Tracker's lock")
+	}
+	checkSet(t, f, defIPPort.Name, "10.0.0.1,tcp:80", "10.0.0.3,tcp:80")
 }
