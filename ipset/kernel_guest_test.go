@@ -30,3 +30,8 @@ func TestGuestKernelRebuildBySwap(t *testing.T) {
 	guestutil.RequireGuest(t)
 	testRebuildBySwap(t)
 }
+
+func TestGuestLargeSetBeyondDefaultMaxElem(t *testing.T) {
+	guestutil.RequireGuest(t)
+	testLargeSetBeyondDefaultMaxElem(t)
+}

@@ -345,3 +345,61 @@ func testRebuildBySwap(t *testing.T) {
 		t.Errorf("%s has %d entries, want 14", d.Name, h.Entries)
 	}
 }
+
+// A set far beyond kube-proxy's fixed 65,536 entries (50,000 Services hold over half a
+// million hairpin entries): it is created at the default size, grows by swap when an Apply
+// overflows it, lists back in full through a dump of many netlink messages, is adopted by a
+// new reconciler with no write, and a one-entry change stays one write.
+func testLargeSetBeyondDefaultMaxElem(t *testing.T) {
+	const n = 150_000 // more than twice 65,536: one growth is not enough for the default size
+	k := newKernel(t)
+	d := firewall.SetDef{Name: "KIPVS-CLUSTER-IP", Type: firewall.HashIPPort, Family: firewall.IPv4}
+	entry := func(i int) firewall.Entry {
+		return firewall.Entry{IP: netip.AddrFrom4([4]byte{10, byte(96 + i>>16), byte(i >> 8), byte(i)}), Proto: model.TCP, Port: 80}
+	}
+	r := New(k)
+	if res := r.Resync([]firewall.SetDef{d}, nil); res.Err != nil || len(res.Errors) > 0 {
+		t.Fatalf("Resync creating the empty set: %+v", res)
+	}
+	if h := headerOf(t, k, d.Name); h.MaxElem != 65536 {
+		t.Fatalf("empty set created with maxelem %d, want 65536", h.MaxElem)
+	}
+
+	all := firewall.Changes{d.Name: {}}
+	for i := range n {
+		all[d.Name][entry(i)] = true
+	}
+	if res := r.Apply(all); res.Err != nil || len(res.Errors) > 0 {
+		t.Fatalf("Apply of %d entries: %+v", n, res)
+	}
+	h := headerOf(t, k, d.Name)
+	if h.Entries != n || h.MaxElem < n {
+		t.Fatalf("after the Apply: %d entries, maxelem %d; want %d entries and room for them", h.Entries, h.MaxElem, n)
+	}
+	listed, err := k.ListEntries(d.Name)
+	if err != nil {
+		t.Fatalf("ListEntries of %d entries: %v", n, err)
+	}
+	seen := make(map[firewall.Entry]bool, len(listed))
+	for _, e := range listed {
+		seen[e] = true
+	}
+	if len(listed) != n || len(seen) != n || !seen[entry(0)] || !seen[entry(n-1)] {
+		t.Fatalf("the dump lists %d entries (%d distinct), want %d including the first and the last", len(listed), len(seen), n)
+	}
+	if tool := ipsetTool(t, "list", "-t", string(d.Name)); !strings.Contains(tool, "Number of entries: 150000") {
+		t.Errorf("ipset list -t:\n%s", tool)
+	}
+
+	// A restarted proxy adopts the set as it is.
+	r2 := New(k)
+	if res := r2.Resync([]firewall.SetDef{d}, map[firewall.SetName]map[firewall.Entry]bool(all)); res.Writes != 0 || res.Err != nil || len(res.Errors) > 0 {
+		t.Fatalf("Resync of the intact set by a new reconciler: %+v, want 0 writes", res)
+	}
+	if res := r2.Apply(firewall.Changes{d.Name: {entry(7): false}}); res.Writes != 1 || len(res.Errors) > 0 {
+		t.Fatalf("one removal: %+v, want 1 write", res)
+	}
+	if h := headerOf(t, k, d.Name); h.Entries != n-1 {
+		t.Errorf("after one removal: %d entries, want %d", h.Entries, n-1)
+	}
+}
