@@ -129,6 +129,21 @@ func (f *FakeKernel) ListVirtualServers() ([]*model.VirtualServer, error) {
 	return out, nil
 }
 
+// EachVirtualServer lists as ListVirtualServers does (one logged call), one virtual server at
+// a time.
+func (f *FakeKernel) EachVirtualServer(start func(), fn func(vs *model.VirtualServer)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("list", model.VSKey{}, ""); err != nil {
+		return err
+	}
+	start()
+	for _, vs := range f.vses {
+		fn(clone(vs))
+	}
+	return nil
+}
+
 func (f *FakeKernel) GetVirtualServer(key model.VSKey) (*model.VirtualServer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -3,7 +3,6 @@ package ipvs
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -21,114 +20,202 @@ const maxWeight = 0xffff
 // dumpAttempts bounds how often ListVirtualServers dumps again after seeing the table change.
 const dumpAttempts = 3
 
-// netlinkKernel is the Kernel over moby/ipvs's generic netlink handle, in the calling
-// process's network namespace.
+// netlinkKernel is the Kernel over generic netlink in the calling process's network
+// namespace, through our own socket and encoding (genl), which can batch writes.
 type netlinkKernel struct {
-	mu sync.Mutex // one request at a time on the handle's socket
-	h  *mobyipvs.Handle
+	mu sync.Mutex // one read at a time (writes are serialized by genl)
+	g  *genl
+	// proc is the text table that lists every real server in a few reads (nil without
+	// one); procFails counts listings in a row it could not serve, and after
+	// procMaxFails the listing no longer tries it.
+	proc       *procTable
+	procFails  int
+	procServed int // listings the text table served (for tests)
 }
 
-// NewKernel opens an IPVS netlink handle in the current network namespace. The returned
+// procMaxFails is how many listings in a row may find the text table unusable or out of
+// step with netlink before it is no longer tried (a foreign writer racing a listing is
+// rare; a table that never matches is not worth reading every time).
+const procMaxFails = 3
+
+// NewKernel opens the IPVS netlink socket in the current network namespace. The returned
 // Kernel also implements io.Closer.
 func NewKernel() (Kernel, error) {
-	h, err := mobyipvs.New("")
+	h, err := mobyipvs.New("") // loads ip_vs if need be
 	if err != nil {
 		return nil, fmt.Errorf("open the IPVS netlink handle: %w", err)
 	}
-	return &netlinkKernel{h: h}, nil
+	h.Close()
+	g, err := newGenl()
+	if err != nil {
+		return nil, fmt.Errorf("open the IPVS netlink handle: %w", err)
+	}
+	// In the same goroutine as the socket, so in the same network namespace (a caller that
+	// switches namespaces has its thread locked).
+	k := &netlinkKernel{g: g, proc: openProcTable(procIPVSPath)}
+	return k, nil
 }
 
 // Close releases the netlink socket.
 func (k *netlinkKernel) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.h.Close()
-	return nil
+	k.proc.close()
+	return k.g.close()
 }
 
-// ListVirtualServers lists the services, then each one's destinations, then the services
-// again. The kernel's IPVS dumps carry no consistency marker (it never sets
-// NLM_F_DUMP_INTR), so a service listing that differs before and after, or one that repeats a
-// key, means someone else changed the table meanwhile: dump again, and give up with
-// ErrDumpInterrupted after a few tries.
+// startBatch and flushBatch implement batcher: writes in between are queued and sent many
+// per system call (see genl).
+func (k *netlinkKernel) startBatch()                                  { k.g.startBatch() }
+func (k *netlinkKernel) flushBatch(failed func(i int, err error)) int { return k.g.flush(failed) }
+
+// ListVirtualServers lists the services, then the real servers (from the text table when it
+// serves, else each service's over netlink), then the services again. The kernel's IPVS
+// dumps carry no consistency marker (it never sets NLM_F_DUMP_INTR), so a service listing
+// that differs before and after, or one that repeats a key, means someone else changed the
+// table meanwhile: dump again, and give up with ErrDumpInterrupted after a few tries.
 func (k *netlinkKernel) ListVirtualServers() ([]*model.VirtualServer, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	var lastErr error
-	for range dumpAttempts {
-		vses, err := k.dumpOnce()
-		if err == nil {
-			return vses, nil
-		}
-		if !errors.Is(err, ErrDumpInterrupted) {
-			return nil, err
-		}
-		lastErr = err
-	}
-	return nil, lastErr
-}
-
-func (k *netlinkKernel) dumpOnce() ([]*model.VirtualServer, error) {
-	before, err := k.listServices()
+	var vses []*model.VirtualServer
+	err := k.EachVirtualServer(func() { vses = nil }, func(vs *model.VirtualServer) { vses = append(vses, clone(vs)) })
 	if err != nil {
 		return nil, err
-	}
-	vses := make([]*model.VirtualServer, 0, len(before))
-	for key, s := range before {
-		vs, err := k.withDestinations(key, s)
-		if err != nil {
-			return nil, err
-		}
-		vses = append(vses, vs)
-	}
-	after, err := k.listServices()
-	if err != nil {
-		return nil, err
-	}
-	if len(after) != len(before) {
-		return nil, fmt.Errorf("list virtual servers: %d before, %d after reading real servers: %w", len(before), len(after), ErrDumpInterrupted)
-	}
-	for key, s := range before {
-		a, ok := after[key]
-		if !ok || specOf(a) != specOf(s) {
-			return nil, fmt.Errorf("list virtual servers: %s changed while reading real servers: %w", key, ErrDumpInterrupted)
-		}
 	}
 	return vses, nil
 }
 
+// EachVirtualServer implements visitor: the listing of ListVirtualServers, one virtual server
+// at a time in a reused object, so that a caller that only compares builds nothing.
+func (k *netlinkKernel) EachVirtualServer(start func(), fn func(vs *model.VirtualServer)) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var err error
+	// The text table is tried first, once: if it fails, the attempts left read over netlink.
+	useProc := k.proc != nil && k.procFails < procMaxFails
+	for range dumpAttempts {
+		start()
+		if err = k.eachOnce(fn, useProc); err == nil || !errors.Is(err, ErrDumpInterrupted) {
+			return err
+		}
+		useProc = false
+	}
+	return err
+}
+
+func (k *netlinkKernel) eachOnce(fn func(vs *model.VirtualServer), useProc bool) error {
+	before, err := k.listServices()
+	if err != nil {
+		return err
+	}
+	vs := &model.VirtualServer{Reals: map[model.RSKey]uint32{}}
+	if useProc {
+		err := k.eachFromProc(before, vs, fn)
+		if err == nil {
+			k.procFails = 0
+			k.procServed++
+			return k.checkUnchanged(before)
+		}
+		k.procFails++
+		// fn may have seen part of this listing: the next attempt starts again, over netlink.
+		return fmt.Errorf("list real servers from %s: %w: %w", procIPVSPath, err, ErrDumpInterrupted)
+	}
+	for key, spec := range before {
+		clear(vs.Reals)
+		vs.Key, vs.Spec = key, spec
+		if err := k.g.dests(key, func(rs model.RSKey, weight, _ uint32) { vs.Reals[rs] = weight }); err != nil {
+			return fmt.Errorf("list real servers of %s: %w", key, err)
+		}
+		fn(vs)
+	}
+	return k.checkUnchanged(before)
+}
+
+// eachFromProc reads every real server from the text table and calls fn with each virtual
+// server of before. The table must list exactly before's TCP, UDP and SCTP virtual
+// servers, once each; any other protocol's (which the table does not name) are read over
+// netlink.
+func (k *netlinkKernel) eachFromProc(before map[model.VSKey]model.VSSpec, vs *model.VirtualServer, fn func(vs *model.VirtualServer)) error {
+	seen := make(map[model.VSKey]bool, len(before))
+	open := false
+	err := k.proc.each(func(key model.VSKey) error {
+		if open {
+			fn(vs)
+		}
+		spec, ok := before[key]
+		if !ok || seen[key] {
+			return fmt.Errorf("%s is not in the netlink listing, or listed twice", key)
+		}
+		seen[key] = true
+		clear(vs.Reals)
+		vs.Key, vs.Spec, open = key, spec, true
+		return nil
+	}, func(rs model.RSKey, weight uint32) { vs.Reals[rs] = weight })
+	if err != nil {
+		return err
+	}
+	if open {
+		fn(vs)
+	}
+	for key, spec := range before {
+		if seen[key] {
+			continue
+		}
+		if key.Proto == model.TCP || key.Proto == model.UDP || key.Proto == model.SCTP {
+			return fmt.Errorf("%s is in the netlink listing but not in the table", key)
+		}
+		clear(vs.Reals)
+		vs.Key, vs.Spec = key, spec
+		if err := k.g.dests(key, func(rs model.RSKey, weight, _ uint32) { vs.Reals[rs] = weight }); err != nil {
+			return fmt.Errorf("list real servers of %s: %w", key, err)
+		}
+		fn(vs)
+	}
+	return nil
+}
+
+// checkUnchanged lists the services again: a listing that differs from before means the
+// table changed while the real servers were read.
+func (k *netlinkKernel) checkUnchanged(before map[model.VSKey]model.VSSpec) error {
+	after, err := k.listServices()
+	if err != nil {
+		return err
+	}
+	if len(after) != len(before) {
+		return fmt.Errorf("list virtual servers: %d before, %d after reading real servers: %w", len(before), len(after), ErrDumpInterrupted)
+	}
+	for key, spec := range before {
+		if a, ok := after[key]; !ok || a != spec {
+			return fmt.Errorf("list virtual servers: %s changed while reading real servers: %w", key, ErrDumpInterrupted)
+		}
+	}
+	return nil
+}
+
 // listServices dumps the service table, keeping what a VSKey can express.
-func (k *netlinkKernel) listServices() (map[model.VSKey]*mobyipvs.Service, error) {
-	svcs, err := k.h.GetServices()
+func (k *netlinkKernel) listServices() (map[model.VSKey]model.VSSpec, error) {
+	out := map[model.VSKey]model.VSSpec{}
+	var dup error
+	err := k.g.services(func(ls listedService) {
+		if !ls.ok {
+			return // a firewall-mark service, or a family we do not handle: not ours
+		}
+		if _, ok := out[ls.key]; ok && dup == nil {
+			dup = fmt.Errorf("list virtual servers: %s listed twice: %w", ls.key, ErrDumpInterrupted)
+		}
+		out[ls.key] = ls.spec
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
-	out := make(map[model.VSKey]*mobyipvs.Service, len(svcs))
-	for _, s := range svcs {
-		key, ok := keyOf(s)
-		if !ok {
-			continue // a firewall-mark service, or a family we do not handle: not ours
-		}
-		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("list virtual servers: %s listed twice: %w", key, ErrDumpInterrupted)
-		}
-		out[key] = s
+	if dup != nil {
+		return nil, dup
 	}
 	return out, nil
 }
 
-func (k *netlinkKernel) withDestinations(key model.VSKey, s *mobyipvs.Service) (*model.VirtualServer, error) {
-	dests, err := k.h.GetDestinations(s)
-	if err != nil {
+func (k *netlinkKernel) withDestinations(key model.VSKey, spec model.VSSpec) (*model.VirtualServer, error) {
+	vs := &model.VirtualServer{Key: key, Spec: spec, Reals: map[model.RSKey]uint32{}}
+	if err := k.g.dests(key, func(rs model.RSKey, weight, _ uint32) { vs.Reals[rs] = weight }); err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
-	}
-	vs := &model.VirtualServer{Key: key, Spec: specOf(s), Reals: make(map[model.RSKey]uint32, len(dests))}
-	for _, d := range dests {
-		addr, ok := netip.AddrFromSlice(d.Address)
-		if !ok {
-			return nil, fmt.Errorf("real server of %s has a malformed address %v", key, d.Address)
-		}
-		vs.Reals[model.RSKey{Addr: addr.Unmap(), Port: d.Port}] = uint32(d.Weight)
 	}
 	return vs, nil
 }
@@ -136,69 +223,74 @@ func (k *netlinkKernel) withDestinations(key model.VSKey, s *mobyipvs.Service) (
 func (k *netlinkKernel) GetVirtualServer(key model.VSKey) (*model.VirtualServer, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	s, err := k.h.GetService(service(key, model.VSSpec{}))
+	ls, err := k.g.service(key)
 	if err != nil {
 		return nil, fmt.Errorf("get virtual server %s: %w", key, notFound(err, unix.ESRCH))
 	}
-	return k.withDestinations(key, s)
+	return k.withDestinations(key, ls.spec)
 }
 
 func (k *netlinkKernel) NewService(key model.VSKey, spec model.VSSpec) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.h.NewService(service(key, spec)); err != nil {
-		return serviceError("create", key, spec, err)
-	}
-	return nil
+	return k.g.write(cmdNewService,
+		func(err error) error { return serviceError("create", key, spec, err) },
+		func(b []byte) []byte { return appendService(b, key, &spec) })
 }
 
 func (k *netlinkKernel) UpdateService(key model.VSKey, spec model.VSSpec) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.h.UpdateService(service(key, spec)); err != nil {
-		return serviceError("update", key, spec, err)
-	}
-	return nil
+	return k.g.write(cmdSetService,
+		func(err error) error { return serviceError("update", key, spec, err) },
+		func(b []byte) []byte { return appendService(b, key, &spec) })
 }
 
 func (k *netlinkKernel) DelService(key model.VSKey) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.h.DelService(service(key, model.VSSpec{})); err != nil {
-		return fmt.Errorf("delete virtual server %s: %w", key, notFound(err, unix.ESRCH))
-	}
-	return nil
+	return k.g.write(cmdDelService,
+		func(err error) error {
+			return fmt.Errorf("delete virtual server %s: %w", key, notFound(err, unix.ESRCH))
+		},
+		func(b []byte) []byte { return appendService(b, key, nil) })
 }
 
 func (k *netlinkKernel) NewDestination(vs model.VSKey, rs model.RSKey, weight uint32) error {
 	if weight > maxWeight {
 		return fmt.Errorf("add real server %s to %s: weight %d is above %d", rs, vs, weight, maxWeight)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.h.NewDestination(service(vs, model.VSSpec{}), destination(rs, weight)); err != nil {
-		return fmt.Errorf("add real server %s to %s: %w", rs, vs, notFound(err, unix.ESRCH))
+	if err := checkFamily(vs, rs); err != nil {
+		return fmt.Errorf("add real server %s to %s: %w", rs, vs, err)
 	}
-	return nil
+	return k.g.write(cmdNewDest,
+		func(err error) error {
+			return fmt.Errorf("add real server %s to %s: %w", rs, vs, notFound(err, unix.ESRCH))
+		},
+		func(b []byte) []byte { return appendDest(appendService(b, vs, nil), rs, weight, true) })
 }
 
 func (k *netlinkKernel) UpdateDestination(vs model.VSKey, rs model.RSKey, weight uint32) error {
 	if weight > maxWeight {
 		return fmt.Errorf("set weight of real server %s of %s: weight %d is above %d", rs, vs, weight, maxWeight)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.h.UpdateDestination(service(vs, model.VSSpec{}), destination(rs, weight)); err != nil {
-		return fmt.Errorf("set weight of real server %s of %s: %w", rs, vs, notFound(err, unix.ESRCH, unix.ENOENT))
+	if err := checkFamily(vs, rs); err != nil {
+		return fmt.Errorf("set weight of real server %s of %s: %w", rs, vs, err)
 	}
-	return nil
+	return k.g.write(cmdSetDest,
+		func(err error) error {
+			return fmt.Errorf("set weight of real server %s of %s: %w", rs, vs, notFound(err, unix.ESRCH, unix.ENOENT))
+		},
+		func(b []byte) []byte { return appendDest(appendService(b, vs, nil), rs, weight, true) })
 }
 
 func (k *netlinkKernel) DelDestination(vs model.VSKey, rs model.RSKey) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.h.DelDestination(service(vs, model.VSSpec{}), destination(rs, 0)); err != nil {
-		return fmt.Errorf("remove real server %s from %s: %w", rs, vs, notFound(err, unix.ESRCH, unix.ENOENT))
+	return k.g.write(cmdDelDest,
+		func(err error) error {
+			return fmt.Errorf("remove real server %s from %s: %w", rs, vs, notFound(err, unix.ESRCH, unix.ENOENT))
+		},
+		func(b []byte) []byte { return appendDest(appendService(b, vs, nil), rs, 0, false) })
+}
+
+// checkFamily refuses a real server of another family than its virtual server: the kernel
+// would take the address bytes as the virtual server's family.
+func checkFamily(vs model.VSKey, rs model.RSKey) error {
+	if vs.Addr.Is4() != rs.Addr.Is4() {
+		return errors.New("address families differ")
 	}
 	return nil
 }
@@ -206,15 +298,9 @@ func (k *netlinkKernel) DelDestination(vs model.VSKey, rs model.RSKey) error {
 func (k *netlinkKernel) Connections(vs model.VSKey) (map[model.RSKey]uint32, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	dests, err := k.h.GetDestinations(service(vs, model.VSSpec{}))
-	if err != nil {
+	out := map[model.RSKey]uint32{}
+	if err := k.g.dests(vs, func(rs model.RSKey, _, conns uint32) { out[rs] = conns }); err != nil {
 		return nil, fmt.Errorf("read connections of %s: %w", vs, notFound(err, unix.ESRCH))
-	}
-	out := make(map[model.RSKey]uint32, len(dests))
-	for _, d := range dests {
-		if addr, ok := netip.AddrFromSlice(d.Address); ok {
-			out[model.RSKey{Addr: addr.Unmap(), Port: d.Port}] = uint32(d.ActiveConnections + d.InactiveConnections)
-		}
 	}
 	return out, nil
 }
@@ -238,40 +324,6 @@ func notFound(err error, errnos ...unix.Errno) error {
 		}
 	}
 	return err
-}
-
-// service builds the netlink service for a key and spec. moby/ipvs sends the flags with a
-// mask of all ones, so the kernel sets its flags to exactly these (and adds HASHED itself).
-// The netmask only matters for persistence: a single address, as kube-proxy does.
-func service(key model.VSKey, spec model.VSSpec) *mobyipvs.Service {
-	s := &mobyipvs.Service{
-		Address:       net.IP(key.Addr.AsSlice()),
-		Protocol:      uint16(key.Proto),
-		Port:          key.Port,
-		SchedName:     spec.Scheduler,
-		Flags:         spec.Flags & model.FlagsWeManage,
-		Timeout:       spec.Timeout,
-		AddressFamily: unix.AF_INET,
-		Netmask:       0xffffffff,
-	}
-	if key.Addr.Is6() {
-		s.AddressFamily, s.Netmask = unix.AF_INET6, 128
-	}
-	return s
-}
-
-func destination(rs model.RSKey, weight uint32) *mobyipvs.Destination {
-	d := &mobyipvs.Destination{
-		Address:         net.IP(rs.Addr.AsSlice()),
-		Port:            rs.Port,
-		Weight:          int(weight),
-		ConnectionFlags: mobyipvs.ConnectionFlagMasq,
-		AddressFamily:   unix.AF_INET,
-	}
-	if rs.Addr.Is6() {
-		d.AddressFamily = unix.AF_INET6
-	}
-	return d
 }
 
 // keyOf converts a listed service to its key; false for services a VSKey cannot express.

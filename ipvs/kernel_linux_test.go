@@ -40,3 +40,39 @@ func TestConversions(t *testing.T) {
 		t.Error("a firewall-mark service got a key")
 	}
 }
+
+// service builds moby/ipvs's form of a key and spec: the reference encoding the guest
+// tests cross-check the project's own (genl) against. moby/ipvs sends the flags with a
+// mask of all ones, so the kernel sets its flags to exactly these (and adds HASHED itself).
+// The netmask only matters for persistence: a single address, as kube-proxy does.
+func service(key model.VSKey, spec model.VSSpec) *mobyipvs.Service {
+	s := &mobyipvs.Service{
+		Address:       net.IP(key.Addr.AsSlice()),
+		Protocol:      uint16(key.Proto),
+		Port:          key.Port,
+		SchedName:     spec.Scheduler,
+		Flags:         spec.Flags & model.FlagsWeManage,
+		Timeout:       spec.Timeout,
+		AddressFamily: unix.AF_INET,
+		Netmask:       0xffffffff,
+	}
+	if key.Addr.Is6() {
+		s.AddressFamily, s.Netmask = unix.AF_INET6, 128
+	}
+	return s
+}
+
+// destination is moby/ipvs's form of a real server (masquerading), for the same checks.
+func destination(rs model.RSKey, weight uint32) *mobyipvs.Destination {
+	d := &mobyipvs.Destination{
+		Address:         net.IP(rs.Addr.AsSlice()),
+		Port:            rs.Port,
+		Weight:          int(weight),
+		ConnectionFlags: mobyipvs.ConnectionFlagMasq,
+		AddressFamily:   unix.AF_INET,
+	}
+	if rs.Addr.Is6() {
+		d.AddressFamily = unix.AF_INET6
+	}
+	return d
+}

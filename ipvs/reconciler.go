@@ -66,13 +66,69 @@ type Reconciler struct {
 	now          func() time.Time
 	draining     map[model.VSKey]map[model.RSKey]time.Time // deadline per draining real server
 	wantSpec     map[model.VSKey]model.VSSpec              // the desired spec, before drain adjustments
+
+	// While apply runs over a Kernel that batches, writes are queued: batch is that kernel
+	// and pending the queued writes in order, whose outcomes arrive at the flush.
+	batch   batcher
+	pending []pendingRun
+
+	// With share, a virtual server the kernel holds exactly as desired is cached as the
+	// caller's own object rather than a copy (shared marks those): see ShareDesired.
+	share  bool
+	shared map[model.VSKey]bool
+}
+
+// ShareDesired lets the reconciler keep the virtual servers given to Apply and Resync as its
+// cache of the kernel, instead of copies, for those the kernel ends up holding exactly so;
+// it copies one before it records a change to it. The caller promises never to change a
+// VirtualServer, or its Reals, after passing it. At 50,000 Services the cache would
+// otherwise hold a second copy of over half a million real servers.
+func (r *Reconciler) ShareDesired() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.share = true
+}
+
+// own returns the cached virtual server of key, first replacing it by a copy if it is the
+// caller's (shared): call it before changing the cache.
+func (r *Reconciler) own(key model.VSKey) *model.VirtualServer {
+	if r.shared[key] {
+		r.applied[key] = clone(r.applied[key])
+		delete(r.shared, key)
+	}
+	return r.applied[key]
+}
+
+// forget drops the cache of key.
+func (r *Reconciler) forget(key model.VSKey) {
+	delete(r.applied, key)
+	delete(r.shared, key)
+}
+
+// batcher is implemented by a Kernel that can queue writes and send many per system call.
+// Between startBatch and flushBatch, a write method either fails at once (nothing queued) or
+// returns nil and is queued; flushBatch sends the queue, calls failed for each queued write
+// that failed (by its index among the queued, in order) and returns how many were queued.
+type batcher interface {
+	startBatch()
+	flushBatch(failed func(i int, err error)) int
+}
+
+// pendingRun is n consecutive queued writes of one step, and whether "not found" counts as
+// success for them (deletes of what is already gone). Runs, not one entry per write: a
+// cold start queues over half a million writes.
+type pendingRun struct {
+	s          *step
+	n          int
+	goneIsDone bool
 }
 
 // NewReconciler returns a Reconciler with an empty cache: call Resync first to adopt what the
 // kernel already has. Without SetGracefulTermination, removed real servers are deleted at once.
 func NewReconciler(k Kernel) *Reconciler {
 	return &Reconciler{k: k, applied: map[model.VSKey]*model.VirtualServer{}, now: time.Now,
-		draining: map[model.VSKey]map[model.RSKey]time.Time{}, wantSpec: map[model.VSKey]model.VSSpec{}}
+		draining: map[model.VSKey]map[model.RSKey]time.Time{}, wantSpec: map[model.VSKey]model.VSSpec{},
+		shared: map[model.VSKey]bool{}}
 }
 
 // SetGracefulTermination makes removed TCP real servers drain at weight 0 for at most
@@ -128,32 +184,84 @@ func (r *Reconciler) Apply(changes map[model.VSKey]*model.VirtualServer) Result 
 func (r *Reconciler) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	vses, err := r.k.ListVirtualServers()
+	applied, shared, err := r.dump(desired)
 	if err != nil {
 		return Result{Err: fmt.Errorf("resync: %w", err)}
 	}
-	r.applied = make(map[model.VSKey]*model.VirtualServer, len(vses))
-	for _, vs := range vses {
-		r.applied[vs.Key] = normalize(vs)
-	}
+	r.applied, r.shared = applied, shared
 	changes := make(map[model.VSKey]*model.VirtualServer, len(desired))
 	for key, vs := range desired {
-		if vs != nil {
-			changes[key] = vs
+		if vs == nil {
+			continue
 		}
+		if shared[key] && applied[key] == vs && len(r.draining[key]) == 0 {
+			// The kernel holds exactly this (see dump): nothing to do but remember the spec.
+			r.wantSpec[key] = vs.Spec
+			continue
+		}
+		changes[key] = vs
 	}
 	for key := range r.applied {
-		if _, want := changes[key]; !want && owned != nil && owned(key) {
+		if _, want := desired[key]; (!want || desired[key] == nil) && owned != nil && owned(key) {
 			changes[key] = nil
 		}
 	}
 	return r.apply(changes)
 }
 
+// visitor is implemented by a Kernel that can hand over the virtual servers one at a time as
+// it lists them, in an object it reuses.
+type visitor interface {
+	// EachVirtualServer lists as ListVirtualServers does, calling fn with each virtual server;
+	// vs and its Reals are valid only during the call. It calls start before each attempt
+	// (a listing found interrupted is taken again): what fn saw before is to be forgotten.
+	EachVirtualServer(start func(), fn func(vs *model.VirtualServer)) error
+}
+
+// dump reads the kernel's virtual servers as the new cache. Over a visitor kernel, one that
+// matches its desired state exactly is cached as the desired object itself when sharing
+// (see ShareDesired), and copied otherwise: a full resync of a large, healthy table then
+// builds nothing.
+func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[model.VSKey]*model.VirtualServer, map[model.VSKey]bool, error) {
+	shared := map[model.VSKey]bool{}
+	v, ok := r.k.(visitor)
+	if !ok {
+		vses, err := r.k.ListVirtualServers()
+		if err != nil {
+			return nil, nil, err
+		}
+		applied := make(map[model.VSKey]*model.VirtualServer, len(vses))
+		for _, vs := range vses {
+			applied[vs.Key] = normalize(vs)
+		}
+		return applied, shared, nil
+	}
+	var applied map[model.VSKey]*model.VirtualServer
+	start := func() {
+		applied = make(map[model.VSKey]*model.VirtualServer, len(r.applied))
+		clear(shared)
+	}
+	err := v.EachVirtualServer(start, func(vs *model.VirtualServer) {
+		want := desired[vs.Key]
+		if r.share && want != nil && want.Spec.Flags&^model.FlagsWeManage == 0 &&
+			vs.Spec.Flags&^model.FlagsWeManage == 0 && vs.Equal(want) {
+			applied[vs.Key] = want
+			shared[vs.Key] = true
+			return
+		}
+		applied[vs.Key] = normalize(vs)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return applied, shared, nil
+}
+
 // step is the per-virtual-server bookkeeping of one apply.
 type step struct {
 	key   model.VSKey
 	want  *model.VirtualServer // nil: delete
+	given *model.VirtualServer // the caller's object (want, unless its flags needed masking)
 	skip  bool                 // invalid, or its service could not be created: no more calls
 	errs  []error
 	wrote bool
@@ -168,12 +276,24 @@ func (r *Reconciler) apply(changes map[model.VSKey]*model.VirtualServer) Result 
 			if err := validate(key, want); err != nil {
 				s.errs, s.skip = append(s.errs, err), true
 			} else {
-				s.want = normalize(want)
+				s.given, s.want = want, want
+				if want.Spec.Flags&^model.FlagsWeManage != 0 {
+					s.want = normalize(want) // only read: no copy unless flags need masking
+				}
 			}
 		}
 		steps = append(steps, s)
 	}
 	sort.Slice(steps, func(i, j int) bool { return model.VSKeyLess(steps[i].key, steps[j].key) })
+
+	// Over a batching kernel every write below is queued, in the same order as it would be
+	// made one by one, and sent many per system call. The cache is updated as if each
+	// succeeded; a step whose writes failed is re-read from the kernel afterwards, as in the
+	// unbatched case, which puts the cache right.
+	if b, ok := r.k.(batcher); ok {
+		b.startBatch()
+		r.batch = b
+	}
 
 	// 1. Create virtual servers, add real servers and change weights (including giving a
 	// draining real server that is wanted again its weight back).
@@ -195,6 +315,7 @@ func (r *Reconciler) apply(changes map[model.VSKey]*model.VirtualServer) Result 
 			r.remove(s, &res)
 		}
 	}
+	r.flush()
 
 	for _, s := range steps {
 		if len(s.errs) == 0 {
@@ -208,12 +329,32 @@ func (r *Reconciler) apply(changes map[model.VSKey]*model.VirtualServer) Result 
 			r.refresh(s)
 		}
 	}
+	if r.share {
+		for _, s := range steps {
+			r.shareIfSame(s)
+		}
+	}
 	return res
+}
+
+// shareIfSame caches the caller's object for a virtual server that the kernel now holds
+// exactly as desired, not draining.
+func (r *Reconciler) shareIfSame(s *step) {
+	if len(s.errs) > 0 || s.given == nil || s.given != s.want || r.shared[s.key] || len(r.draining[s.key]) > 0 {
+		return
+	}
+	if have := r.applied[s.key]; have != nil && have.Equal(s.given) {
+		r.applied[s.key] = s.given
+		r.shared[s.key] = true
+	}
 }
 
 func (r *Reconciler) upsert(s *step, res *Result) {
 	r.wantSpec[s.key] = s.want.Spec
 	have := r.applied[s.key]
+	if have != nil && len(r.draining[s.key]) == 0 && have.Equal(s.want) {
+		return // nothing to write (and retireReals finds nothing to retire)
+	}
 	if have == nil {
 		if !r.write(s, res, opAdd, r.k.NewService(s.key, s.want.Spec)) {
 			s.skip = true // nothing to add real servers to
@@ -221,10 +362,12 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 		}
 		have = &model.VirtualServer{Key: s.key, Spec: s.want.Spec, Reals: map[model.RSKey]uint32{}}
 		r.applied[s.key] = have
+		delete(r.shared, s.key)
 		delete(r.draining, s.key)
 	} else {
 		// A spec change is made in place, never by delete and re-create.
 		r.fixSpec(s, res)
+		have = r.applied[s.key]
 	}
 	hadReals := len(have.Reals) > 0
 	for _, rs := range sortedReals(s.want.Reals) {
@@ -233,10 +376,12 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 		switch {
 		case !ok:
 			if r.write(s, res, opAdd, r.k.NewDestination(s.key, rs, w)) {
+				have = r.own(s.key)
 				have.Reals[rs] = w
 			}
 		case cur != w:
 			if r.write(s, res, opUpdate, r.k.UpdateDestination(s.key, rs, w)) {
+				have = r.own(s.key)
 				have.Reals[rs] = w
 			}
 		}
@@ -254,7 +399,7 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 // an sh or mh virtual server first sets the fallback flag (fixSpec), before any weight is 0.
 func (r *Reconciler) retireReals(s *step, res *Result) {
 	have := r.applied[s.key]
-	if have == nil {
+	if have == nil || (len(r.draining[s.key]) == 0 && have.Equal(s.want)) {
 		return
 	}
 	var toDrain, toDelete []model.RSKey
@@ -278,13 +423,13 @@ func (r *Reconciler) retireReals(s *step, res *Result) {
 	r.fixSpec(s, res)
 	for _, rs := range toDrain {
 		if r.write(s, res, opUpdate, r.k.UpdateDestination(s.key, rs, 0)) {
-			have.Reals[rs] = 0
+			r.own(s.key).Reals[rs] = 0
 		} else {
 			r.stopDraining(s.key, rs)
 		}
 	}
 	for _, rs := range toDelete {
-		r.deleteReal(s, res, have, rs)
+		r.deleteReal(s, res, rs)
 	}
 }
 
@@ -298,7 +443,7 @@ func (r *Reconciler) fixSpec(s *step, res *Result) {
 		return
 	}
 	if r.write(s, res, opUpdate, r.k.UpdateService(s.key, want)) {
-		have.Spec = want
+		r.own(s.key).Spec = want
 	}
 }
 
@@ -331,13 +476,13 @@ func (r *Reconciler) stopDraining(vs model.VSKey, rs model.RSKey) {
 	}
 }
 
-func (r *Reconciler) deleteReal(s *step, res *Result, have *model.VirtualServer, rs model.RSKey) {
+func (r *Reconciler) deleteReal(s *step, res *Result, rs model.RSKey) {
 	err := r.k.DelDestination(s.key, rs)
 	if errors.Is(err, ErrNotFound) {
 		err = nil // already gone: that is what we wanted
 	}
-	if r.write(s, res, opDelete, err) {
-		delete(have.Reals, rs)
+	if r.writeDelete(s, res, err) {
+		delete(r.own(s.key).Reals, rs)
 		r.stopDraining(s.key, rs)
 		if s.key.Proto == model.UDP {
 			res.RemovedUDP = append(res.RemovedUDP, RealServerRef{VS: s.key, RS: rs})
@@ -374,10 +519,10 @@ func (r *Reconciler) Drain() Result {
 				n, present := conns[rs]
 				switch {
 				case !present:
-					delete(have.Reals, rs)
+					delete(r.own(key).Reals, rs)
 					r.stopDraining(key, rs)
 				case n == 0 || !now.Before(r.draining[key][rs]):
-					r.deleteReal(s, &res, have, rs)
+					r.deleteReal(s, &res, rs)
 				}
 			}
 			if _, still := r.draining[key]; !still {
@@ -411,8 +556,8 @@ func (r *Reconciler) remove(s *step, res *Result) {
 	if errors.Is(err, ErrNotFound) {
 		err = nil
 	}
-	if r.write(s, res, opDelete, err) {
-		delete(r.applied, s.key)
+	if r.writeDelete(s, res, err) {
+		r.forget(s.key)
 		delete(r.draining, s.key)
 		delete(r.wantSpec, s.key)
 	}
@@ -425,8 +570,18 @@ const (
 	opDelete = "delete"
 )
 
-// write accounts for one kernel write call of kind op that returned err; it reports success.
+// write accounts for one kernel write call of kind op that returned err; it reports success
+// (for a queued write: that it was queued).
 func (r *Reconciler) write(s *step, res *Result, op string, err error) bool {
+	return r.account(s, res, op, err, false)
+}
+
+// writeDelete is write for a delete, whose "not found" answer counts as success.
+func (r *Reconciler) writeDelete(s *step, res *Result, err error) bool {
+	return r.account(s, res, opDelete, err, true)
+}
+
+func (r *Reconciler) account(s *step, res *Result, op string, err error, goneIsDone bool) bool {
 	res.Writes++
 	if res.Ops == nil {
 		res.Ops = map[string]int{}
@@ -438,7 +593,47 @@ func (r *Reconciler) write(s *step, res *Result, op string, err error) bool {
 		s.errs = append(s.errs, err)
 		return false
 	}
+	if r.batch != nil {
+		if n := len(r.pending); n > 0 && r.pending[n-1].s == s && r.pending[n-1].goneIsDone == goneIsDone {
+			r.pending[n-1].n++
+		} else {
+			r.pending = append(r.pending, pendingRun{s: s, n: 1, goneIsDone: goneIsDone})
+		}
+	}
 	return true
+}
+
+// flush ends a batch: it sends the queued writes and files each failure with its step.
+func (r *Reconciler) flush() {
+	if r.batch == nil {
+		return
+	}
+	queued := 0
+	for _, p := range r.pending {
+		queued += p.n
+	}
+	run, start := 0, 0 // the run holding write index i starts at write start
+	file := func(i int, err error) {
+		for run < len(r.pending) && i >= start+r.pending[run].n {
+			start += r.pending[run].n
+			run++
+		}
+		if run == len(r.pending) {
+			return
+		}
+		p := r.pending[run]
+		if err != nil && !(p.goneIsDone && errors.Is(err, ErrNotFound)) {
+			p.s.errs = append(p.s.errs, err)
+		}
+	}
+	if n := r.batch.flushBatch(file); n != queued {
+		// Cannot happen with a correct Kernel; if it does, nothing about this batch is known.
+		for _, p := range r.pending {
+			p.s.errs = append(p.s.errs, fmt.Errorf("the kernel accounted for %d writes of %d", n, queued))
+		}
+	}
+	r.batch = nil
+	r.pending = nil
 }
 
 // refresh re-reads one virtual server after a failed write, so the cache holds the kernel's
@@ -450,8 +645,9 @@ func (r *Reconciler) refresh(s *step) {
 	switch {
 	case err == nil:
 		r.applied[s.key] = normalize(vs)
+		delete(r.shared, s.key)
 	case errors.Is(err, ErrNotFound) || s.want != nil:
-		delete(r.applied, s.key)
+		r.forget(s.key)
 	}
 }
 
