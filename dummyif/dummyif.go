@@ -57,8 +57,8 @@ type Reconciler struct {
 }
 
 // New returns a Reconciler for the dummy link of that name, over the kernel's netlink in the
-// current network namespace.
-func New(name string) *Reconciler { return NewWithNetlink(name, kernelNetlink{}) }
+// current network namespace (the one socket it opens stays there).
+func New(name string) *Reconciler { return NewWithNetlink(name, newKernelNetlink()) }
 
 // NewWithNetlink returns a Reconciler over the given Netlink (a FakeNetlink in tests).
 func NewWithNetlink(name string, nl Netlink) *Reconciler {
@@ -77,6 +77,18 @@ func (r *Reconciler) Addresses() []netip.Addr {
 		out = append(out, a)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}
+
+// Bound returns a copy of the set of addresses the reconciler knows are bound (Addresses
+// without the sort, for callers that only look addresses up).
+func (r *Reconciler) Bound() map[netip.Addr]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[netip.Addr]bool, len(r.bound))
+	for a := range r.bound {
+		out[a] = true
+	}
 	return out
 }
 

@@ -49,11 +49,26 @@ var (
 	ErrDumpInterrupted = errors.New("address listing interrupted; result not trusted")
 )
 
-// kernelNetlink is Netlink over vishvananda/netlink in the current network namespace.
-type kernelNetlink struct{}
+// kernelNetlink is Netlink over vishvananda/netlink in the network namespace it was created
+// in, over one socket for all its requests. (The library's package-level functions open,
+// bind and close a socket for every request: binding 50,000 Service addresses that way
+// costs 50,000 sockets, several times the address writes themselves under emulation.)
+type kernelNetlink struct {
+	h *netlink.Handle
+}
 
-func (kernelNetlink) LinkByName(name string) (Link, error) {
-	l, err := netlink.LinkByName(name)
+// newKernelNetlink opens the socket in the current network namespace; if that fails, every
+// request opens its own, as the package-level functions do.
+func newKernelNetlink() kernelNetlink {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return kernelNetlink{h: &netlink.Handle{}}
+	}
+	return kernelNetlink{h: h}
+}
+
+func (k kernelNetlink) LinkByName(name string) (Link, error) {
+	l, err := k.h.LinkByName(name)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) {
@@ -64,17 +79,17 @@ func (kernelNetlink) LinkByName(name string) (Link, error) {
 	return Link{Index: l.Attrs().Index, Type: l.Type()}, nil
 }
 
-func (kernelNetlink) AddDummy(name string) error {
-	if err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
+func (k kernelNetlink) AddDummy(name string) error {
+	if err := k.h.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
 		return fmt.Errorf("create dummy link %s: %w", name, err)
 	}
 	return nil
 }
 
-func (kernelNetlink) AddrList(linkIndex int) ([]Address, error) {
+func (k kernelNetlink) AddrList(linkIndex int) ([]Address, error) {
 	// A link with only an index: the library filters the dump by it.
 	link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: linkIndex}}
-	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+	addrs, err := k.h.AddrList(link, netlink.FAMILY_ALL)
 	if errors.Is(err, netlink.ErrDumpInterrupted) {
 		return nil, fmt.Errorf("list addresses of link %d: %w", linkIndex, ErrDumpInterrupted)
 	}
@@ -93,8 +108,8 @@ func (kernelNetlink) AddrList(linkIndex int) ([]Address, error) {
 	return out, nil
 }
 
-func (kernelNetlink) AddrAdd(linkIndex int, p netip.Prefix, flags int) error {
-	err := netlink.AddrAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: linkIndex}}, nlAddr(p, flags))
+func (k kernelNetlink) AddrAdd(linkIndex int, p netip.Prefix, flags int) error {
+	err := k.h.AddrAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: linkIndex}}, nlAddr(p, flags))
 	if errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("add %s to link %d: %w", p, linkIndex, ErrAddrExists)
 	}
@@ -104,8 +119,8 @@ func (kernelNetlink) AddrAdd(linkIndex int, p netip.Prefix, flags int) error {
 	return nil
 }
 
-func (kernelNetlink) AddrDel(linkIndex int, p netip.Prefix) error {
-	err := netlink.AddrDel(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: linkIndex}}, nlAddr(p, 0))
+func (k kernelNetlink) AddrDel(linkIndex int, p netip.Prefix) error {
+	err := k.h.AddrDel(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: linkIndex}}, nlAddr(p, 0))
 	if errors.Is(err, unix.EADDRNOTAVAIL) {
 		return fmt.Errorf("remove %s from link %d: %w", p, linkIndex, ErrAddrNotFound)
 	}
