@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -58,6 +59,9 @@ type Controller struct {
 	lastSync  time.Time
 	lastFull  time.Time
 	lastDrain time.Time
+	// fullTook is how long the last successful full sync took: it spaces the periodic
+	// repair (see repairInterval).
+	fullTook time.Duration
 
 	obs Observers
 	// triggers are EndpointSlice change times per Service not yet programmed (guarded by mu).
@@ -88,6 +92,14 @@ type Stats struct {
 	Duration     time.Duration
 	TotalSyncs   int
 	VirtualSrvrs int
+	// Phases is where a full sync's time went (zero for an incremental one): the log shows
+	// it, so that an operator can see what a slow repair is made of.
+	Phases FullSyncPhases
+}
+
+// FullSyncPhases are the durations of a full sync's steps.
+type FullSyncPhases struct {
+	Build, Firewall, Addresses, IPVS time.Duration
 }
 
 const sliceByService = "service"
@@ -106,7 +118,10 @@ func New(cfg Config, client kubernetes.Interface, fw Firewall, ipvs IPVS, addrs 
 		state: newDesiredState(), unavailable: map[string]bool{}, problems: map[model.ServiceName]string{},
 		obs: obs, triggers: map[model.ServiceName][]string{}, healthErr: map[model.ServiceName]string{},
 	}
-	c.factory = informers.NewSharedInformerFactory(client, 0)
+	// Cached objects drop their managedFields: the proxy never reads them, and on a real
+	// API server they are a large share of every object (tens of thousands of Services and
+	// EndpointSlices are held in memory).
+	c.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
 	svcInf := c.factory.Core().V1().Services()
 	sliceInf := c.factory.Discovery().V1().EndpointSlices()
 	c.services = svcInf.Lister()
@@ -116,7 +131,8 @@ func New(cfg Config, client kubernetes.Interface, fw Firewall, ipvs IPVS, addrs 
 	c.slices = sliceInf.Informer().GetIndexer()
 	// Only this node's object: a node never needs the other thousands.
 	c.nodeFactory = informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + cfg.NodeName }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + cfg.NodeName }),
+		informers.WithTransform(dropManagedFields))
 	nodeInf := c.nodeFactory.Core().V1().Nodes()
 	c.nodes = nodeInf.Lister()
 
@@ -130,16 +146,36 @@ func New(cfg Config, client kubernetes.Interface, fw Firewall, ipvs IPVS, addrs 
 	}
 	for _, h := range handlers {
 		fn := h.fn
-		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    fn,
 			UpdateFunc: func(_, obj any) { fn(obj) },
 			DeleteFunc: fn,
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, err
 		}
-		c.synced = append(c.synced, h.inf.HasSynced)
+		// The handler's own HasSynced: true once the initial objects were not only stored
+		// but also delivered to the handler. Waiting for it means every initial dirty mark
+		// is in before the first full sync, which covers them all; otherwise marks that
+		// arrive late make a second sync recompute up to every Service for nothing.
+		c.synced = append(c.synced, h.inf.HasSynced, reg.HasSynced)
 	}
 	return c, nil
+}
+
+// dropManagedFields is the informers' transform: it removes what the proxy never reads
+// from cached objects.
+func dropManagedFields(obj any) (any, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if m, err := meta.Accessor(d.Obj); err == nil {
+			m.SetManagedFields(nil)
+		}
+		return d, nil
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 func indexSliceByService(obj any) ([]string, error) {
@@ -239,7 +275,8 @@ func (c *Controller) SyncOnce(ctx context.Context) error {
 }
 
 // Run syncs until ctx ends: changes after at most MinSyncPeriod, a full repair every
-// SyncPeriod, failed kernel calls again with exponential backoff.
+// SyncPeriod (or further apart when a repair takes long, see repairInterval), failed kernel
+// calls again with exponential backoff.
 func (c *Controller) Run(ctx context.Context) error {
 	if err := c.start(ctx); err != nil {
 		return err
@@ -250,9 +287,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		ready := now.Sub(c.lastSync) >= c.cfg.MinSyncPeriod
 		retryReady := c.retryAt.IsZero() || !now.Before(c.retryAt)
 		pendingRetry := len(c.retryVS) > 0 || len(c.retryIP) > 0
-		full := now.Sub(c.lastFull) >= c.cfg.SyncPeriod || (c.fullDue && ready && retryReady)
+		period := repairInterval(c.cfg.SyncPeriod, c.fullTook)
+		full := now.Sub(c.lastFull) >= period || (c.fullDue && ready && retryReady)
 		work := full || (ready && (len(c.dirty) > 0 || (pendingRetry && retryReady)))
-		next := c.lastFull.Add(c.cfg.SyncPeriod)
+		next := c.lastFull.Add(period)
 		if len(c.dirty) > 0 {
 			next = minTime(next, c.lastSync.Add(c.cfg.MinSyncPeriod))
 		}
@@ -285,6 +323,18 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		timer.Stop()
 	}
+}
+
+// repairDutyCycle bounds the share of the sync loop's time the periodic repair may take:
+// a change that arrives during a repair waits for it, so at a scale where one repair takes
+// longer than SyncPeriod/repairDutyCycle the repairs are spaced further apart. (kube-proxy's
+// IPVS mode, whose every sync is a full one, keeps a core busy at a few thousand Services.)
+const repairDutyCycle = 5
+
+// repairInterval is the time from the end of one periodic repair to the start of the next:
+// syncPeriod, or repairDutyCycle times the last repair's duration if that is longer.
+func repairInterval(syncPeriod, lastTook time.Duration) time.Duration {
+	return max(syncPeriod, repairDutyCycle*lastTook)
 }
 
 // drainInterval is how often draining real servers are checked for remaining connections.
@@ -394,14 +444,28 @@ func (c *Controller) sync(full bool) error {
 	c.lastSync = time.Now()
 	if full {
 		c.lastFull = c.lastSync
+		if err == nil {
+			prev := repairInterval(c.cfg.SyncPeriod, c.fullTook)
+			c.fullTook = st.Duration
+			if next := repairInterval(c.cfg.SyncPeriod, c.fullTook); prev <= c.cfg.SyncPeriod && next > c.cfg.SyncPeriod {
+				c.log.Warn("the periodic repair is slow: it now runs less often than --sync-period, so that changes wait for it at most a fifth of the time",
+					"took", st.Duration.Round(time.Millisecond), "sync_period", c.cfg.SyncPeriod, "repair_every", next.Round(time.Second))
+			}
+		}
 	}
 	st.TotalSyncs = c.stats.TotalSyncs + 1
 	c.stats = st
 	c.mu.Unlock()
 
 	c.noteSync(full, st, err != nil, start, triggers)
-	c.log.Info("sync done", "full", st.Full, "services", st.Services, "ipvs_writes", st.IPVSWrites,
-		"addr_writes", st.AddrWrites, "ipset_writes", st.SetWrites, "iptables_restores", st.Restores, "errors", st.Errors, "virtual_servers", st.VirtualSrvrs, "took", st.Duration.Round(time.Microsecond))
+	attrs := []any{"full", st.Full, "services", st.Services, "ipvs_writes", st.IPVSWrites,
+		"addr_writes", st.AddrWrites, "ipset_writes", st.SetWrites, "iptables_restores", st.Restores, "errors", st.Errors, "virtual_servers", st.VirtualSrvrs, "took", st.Duration.Round(time.Microsecond)}
+	if full {
+		p := st.Phases
+		attrs = append(attrs, "took_build", p.Build.Round(time.Millisecond), "took_firewall", p.Firewall.Round(time.Millisecond),
+			"took_addresses", p.Addresses.Round(time.Millisecond), "took_ipvs", p.IPVS.Round(time.Millisecond))
+	}
+	c.log.Info("sync done", attrs...)
 	if err != nil {
 		return err
 	}
@@ -537,16 +601,15 @@ func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, retryVS map[m
 			c.markDirtyLater(r)
 		}
 	}
-	// Earlier failures are applied again from the desired state as it is now.
-	all := c.state.allVSes()
+	// Earlier failures are applied again from the desired state as it is now (looked up
+	// per key: a sync must not cost more because the cluster is larger).
 	for k := range retryVS {
 		if _, ok := vsChanges[k]; !ok {
-			vsChanges[k] = all[k]
+			vsChanges[k] = c.state.desiredVS(k)
 		}
 	}
-	binds := c.state.allBinds()
 	for a := range retryIP {
-		if binds[a] {
+		if c.state.bound(a) {
 			bind = append(bind, a)
 		} else {
 			unbind = append(unbind, a)
@@ -580,6 +643,11 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 		return 0, nil, nil, err
 	}
 	pcfg := c.proxyConfig()
+	phase := time.Now()
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d, phase = now.Sub(phase), now
+	}
 	svcs, err := c.services.List(labels.Everything())
 	if err != nil {
 		return 0, nil, nil, err
@@ -600,17 +668,19 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 		}
 	}
 
+	lap(&st.Phases.Build)
 	if c.fw != nil {
 		c.fw.SetNodeIPs(c.nodeIPs)
-		if r := c.fw.Resync(); r.Err != nil {
-			c.noteFirewall(r, st, metrics.OpUpdate)
+		r := c.fw.Resync()
+		lap(&st.Phases.Firewall)
+		c.noteFirewall(r, st, metrics.OpUpdate)
+		if r.Err != nil {
 			return len(seen), nil, nil, fmt.Errorf("repairing ipsets and iptables rules: %w", r.Err)
-		} else {
-			c.noteFirewall(r, st, metrics.OpUpdate)
 		}
 	}
 	ipErrs := map[netip.Addr]error{}
 	ar := c.addrs.Resync(c.state.allBinds())
+	lap(&st.Phases.Addresses)
 	c.noteAddrs(ar, st)
 	mergeErrs(ipErrs, ar.Errors)
 	if ar.Err != nil {
@@ -633,6 +703,7 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 		return nodeIP[k.Addr] && k.Port >= c.cfg.NodePortMin && k.Port <= c.cfg.NodePortMax
 	}
 	res := c.ipvs.Resync(c.state.allVSes(), owned)
+	lap(&st.Phases.IPVS)
 	st.IPVSWrites += res.Writes
 	c.afterIPVS(res)
 	if res.Err != nil {
@@ -667,8 +738,34 @@ func sortedNames(m map[model.ServiceName]bool) []model.ServiceName {
 	for n := range m {
 		out = append(out, n)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	sort.Slice(out, func(i, j int) bool { return nameLess(out[i], out[j]) })
 	return out
+}
+
+// nameLess orders names as their String()s ("namespace/name") order, without building the
+// strings: a full sync sorts every Service.
+func nameLess(a, b model.ServiceName) bool {
+	at := func(n model.ServiceName, i int) (byte, bool) {
+		switch {
+		case i < len(n.Namespace):
+			return n.Namespace[i], true
+		case i == len(n.Namespace):
+			return '/', true
+		case i-len(n.Namespace)-1 < len(n.Name):
+			return n.Name[i-len(n.Namespace)-1], true
+		}
+		return 0, false
+	}
+	for i := 0; ; i++ {
+		x, okA := at(a, i)
+		y, okB := at(b, i)
+		switch {
+		case !okA || !okB:
+			return !okA && okB
+		case x != y:
+			return x < y
+		}
+	}
 }
 
 func joinNames(ns []model.ServiceName) string {

@@ -81,17 +81,16 @@ func (c *Controller) noteSync(full bool, st Stats, wholeFailed bool, snapshot ti
 		if wholeFailed {
 			ph.SyncFailed(now)
 		} else {
+			if full {
+				ph.FullSyncTook(st.Duration)
+			}
 			ph.Updated(snapshot)
 		}
 	}
 	if m := c.obs.Metrics; m != nil {
 		m.SyncDone(full, st.Duration, !wholeFailed, now)
 		m.SetPendingChanges(pending)
-		reals := 0
-		for _, vs := range c.state.allVSes() {
-			reals += len(vs.Reals)
-		}
-		m.SetDesiredState(metrics.DesiredState{VirtualServers: st.VirtualSrvrs, RealServers: reals, VIPs: len(c.state.bindRefs), IPSetEntries: c.fwEntries})
+		m.SetDesiredState(metrics.DesiredState{VirtualServers: st.VirtualSrvrs, RealServers: c.state.reals, VIPs: len(c.state.bindRefs), IPSetEntries: c.fwEntries})
 		if !wholeFailed {
 			for _, ts := range triggers {
 				for _, t := range ts {
@@ -103,7 +102,7 @@ func (c *Controller) noteSync(full bool, st Stats, wholeFailed bool, snapshot ti
 	if sh := c.obs.ServiceHealth; sh != nil {
 		ports := map[model.ServiceName]uint16{}
 		local := map[model.ServiceName]int{}
-		for name, s := range c.state.services {
+		for name, s := range c.state.healthChecked {
 			if s.HealthCheckNodePort != 0 {
 				ports[name] = s.HealthCheckNodePort
 				local[name] = s.LocalEndpoints

@@ -29,11 +29,12 @@ type ProxyHealth struct {
 	timeout time.Duration
 
 	mu            sync.RWMutex
-	lastUpdated   time.Time // the last successful sync
-	attempted     bool      // a sync was attempted (Updated or SyncFailed called)
-	lastFailed    bool      // the last sync attempt failed
-	oldestPending time.Time // the oldest queued change not yet applied; zero if none
-	newestQueued  time.Time // the newest QueuedUpdate time since everything was applied
+	repairTook    time.Duration // the last full sync's duration: a change may wait that long more
+	lastUpdated   time.Time     // the last successful sync
+	attempted     bool          // a sync was attempted (Updated or SyncFailed called)
+	lastFailed    bool          // the last sync attempt failed
+	oldestPending time.Time     // the oldest queued change not yet applied; zero if none
+	newestQueued  time.Time     // the newest QueuedUpdate time since everything was applied
 	nodeDeleting  bool
 }
 
@@ -45,6 +46,16 @@ func NewProxyHealth(syncPeriod time.Duration, opts ...Option) *ProxyHealth {
 	}
 	o := buildOptions(opts)
 	return &ProxyHealth{now: o.now, listen: o.listen, timeout: 2 * syncPeriod}
+}
+
+// FullSyncTook records how long the last full sync (the periodic repair) took. A change
+// queued while one runs waits for it, so the staleness limit is 2 × syncPeriod plus twice
+// that: at a scale where a repair takes a minute, a busy proxy is not reported dead (and
+// restarted by its liveness probe) merely for being large, while a stuck one still is.
+func (h *ProxyHealth) FullSyncTook(d time.Duration) {
+	h.mu.Lock()
+	h.repairTook = max(d, 0)
+	h.mu.Unlock()
 }
 
 // QueuedUpdate records that a change was queued at t and is not applied yet. Only the
@@ -130,12 +141,13 @@ func (h *ProxyHealth) status() status {
 	defer h.mu.RUnlock()
 	now := h.now()
 	syncOK := (h.attempted && !h.lastFailed) || (!h.attempted && h.oldestPending.IsZero())
-	fresh := h.oldestPending.IsZero() || now.Sub(h.oldestPending) <= h.timeout
+	fresh := h.oldestPending.IsZero() || now.Sub(h.oldestPending) <= h.timeout+2*h.repairTook
 	return status{now: now, lastUpdated: h.lastUpdated, live: syncOK && fresh, nodeEligible: !h.nodeDeleting}
 }
 
 // Live reports the /livez condition: the last sync succeeded (or none was attempted and
-// nothing is pending) and no queued change is older than 2 × syncPeriod. Service health
+// nothing is pending) and no queued change is older than 2 × syncPeriod (plus twice the
+// last full sync's duration, see FullSyncTook). Service health
 // servers report it as serviceProxyHealthy.
 func (h *ProxyHealth) Live() bool { return h.status().live }
 

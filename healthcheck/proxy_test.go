@@ -235,6 +235,33 @@ func TestProxyHealthDefaultSyncPeriod(t *testing.T) {
 	}
 }
 
+// A change queued while a long repair runs waits for it: the limit grows by twice the last
+// repair's duration, so a large cluster's proxy is not restarted for being slow, while a
+// change older than that still fails the check.
+func TestProxyHealthStalenessAllowsForTheRepairsDuration(t *testing.T) {
+	c := newFakeClock()
+	h := NewProxyHealth(30*time.Second, WithClock(c.Now))
+	h.Updated(c.Now())
+	h.QueuedUpdate(c.Now())
+	c.Step(90 * time.Second)
+	if h.Live() {
+		t.Fatal("a 90s-old change with a 30s period and quick repairs: want not live")
+	}
+	h.FullSyncTook(40 * time.Second) // limit 60s + 80s
+	if !h.Live() {
+		t.Error("a 90s-old change after a 40s repair: want live")
+	}
+	c.Step(51 * time.Second)
+	if h.Live() {
+		t.Error("a 141s-old change after a 40s repair: want not live")
+	}
+	h.FullSyncTook(time.Second) // the repair became quick again: back to about 2 x period
+	c.Step(-77 * time.Second)   // 64s old; the limit is 60s + 2s
+	if h.Live() {
+		t.Error("a 64s-old change after a 1s repair: want not live")
+	}
+}
+
 func equalJSON(got map[string]any, want map[string]any) bool {
 	if len(got) != len(want) {
 		return false

@@ -1,0 +1,124 @@
+package adapters
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
+	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/ipset"
+	"github.com/kube-ipvs/kube-ipvs/iptables"
+	"github.com/kube-ipvs/kube-ipvs/ipvs"
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+func svc(i int) (*corev1.Service, *discoveryv1.EndpointSlice) {
+	name := fmt.Sprintf("s%d", i)
+	ip := fmt.Sprintf("10.96.0.%d", i+1)
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+	}
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+	}
+	for j := range 3 {
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.244.%d.%d", i, j+1)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return s, sl
+}
+
+// The production wiring (these adapters over the reconcilers) on fake kernels, through the
+// controller: a full sync programs everything, a second one and a no-op change write
+// nothing, an endpoint change writes one real server and one hairpin entry.
+func TestWiringThroughTheController(t *testing.T) {
+	client := fake.NewClientset()
+	for i := range 20 {
+		s, sl := svc(i)
+		_ = client.Tracker().Add(s)
+		_ = client.Tracker().Add(sl)
+	}
+	ipvsK := ipvs.NewFakeKernel()
+	nl := dummyif.NewFakeNetlink()
+	setsK := ipset.NewFakeKernel()
+	fx := iptables.NewFakeExec()
+	fw := NewFirewallWith(firewall.Config{IPv4: true}, ipset.New(setsK), iptables.New(fx, iptables.Config{Backend: iptables.Backend("nft")}))
+	ipvsA := NewIPVSWith(ipvsK, 0)
+	addrs := NewAddressesWith(dummyif.NewWithNetlink("kube-ipvs0", nl))
+	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, MinSyncPeriod: 0, NodePortMin: 30000, NodePortMax: 32767}
+	ctl, err := controller.New(cfg, client, fw, ipvsA, addrs, nil,
+		func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.1.10")}, nil },
+		nil, controller.Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { _ = ctl.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	wait := func(what string, cond func(controller.Stats) bool) controller.Stats {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if st := ctl.Stats(); cond(st) {
+				return st
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		t.Fatalf("%s: last stats %+v", what, ctl.Stats())
+		return controller.Stats{}
+	}
+	st := wait("full sync", func(s controller.Stats) bool { return s.TotalSyncs >= 1 })
+	if st.IPVSWrites != 20*4 || st.AddrWrites != 20 || st.Errors != 0 {
+		t.Fatalf("first sync: %+v (want 80 IPVS writes, 20 address writes)", st)
+	}
+	if _, entries, ok := setsK.Get(firewall.SetLoopBack); !ok || len(entries) != 60 {
+		t.Fatalf("hairpin set: %d entries, want 60", len(entries))
+	}
+
+	// No change: a Service touched, nothing written.
+	s, sl := svc(3)
+	s.Annotations = map[string]string{"touched": "yes"}
+	syncs := st.TotalSyncs
+	if err := client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("services"), s, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	st = wait("no-op sync", func(s controller.Stats) bool { return s.TotalSyncs > syncs })
+	if st.IPVSWrites+st.AddrWrites+st.SetWrites+st.Restores != 0 {
+		t.Fatalf("a no-op sync wrote: %+v", st)
+	}
+
+	// One endpoint more: one real server, one hairpin entry.
+	sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.3.9"},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	syncs = st.TotalSyncs
+	if err := client.Tracker().Update(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), sl, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	st = wait("endpoint sync", func(s controller.Stats) bool { return s.TotalSyncs > syncs })
+	if st.IPVSWrites != 1 || st.SetWrites != 1 || st.AddrWrites != 0 || st.Restores != 0 {
+		t.Fatalf("an endpoint change: %+v, want 1 IPVS and 1 ipset write", st)
+	}
+	vs, err := ipvsK.GetVirtualServer(model.VSKey{Addr: netip.MustParseAddr("10.96.0.4"), Proto: model.TCP, Port: 80})
+	if err != nil || len(vs.Reals) != 4 {
+		t.Fatalf("virtual server after the change: %v %v", vs, err)
+	}
+}
