@@ -63,6 +63,9 @@ func startProxy(t *testing.T, dir string, extra ...string) *proxyProc {
 		t.Fatalf("start kube-ipvs: %v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			p.quit()
+		}
 		p.stop()
 		if t.Failed() {
 			t.Logf("kube-ipvs log:\n%s", p.Log())
@@ -82,6 +85,20 @@ func (p *proxyProc) stop() {
 			_ = p.cmd.Process.Kill()
 			<-done
 		}
+	}
+}
+
+// quit ends a proxy that is still running with SIGQUIT, on which the Go runtime writes
+// every goroutine's stack to the log: a failed test then shows where the proxy was.
+func (p *proxyProc) quit() {
+	if p.cmd.ProcessState != nil || p.cmd.Process.Signal(syscall.SIGQUIT) != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
 	}
 }
 
