@@ -6,7 +6,7 @@ GO      ?= go
 HOSTSTATE := $(CURDIR)/.cache/host-state
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: help demo build test unit guest-test guest-run lint clean
+.PHONY: help demo build test unit guest-test guest-run bench lint clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -64,6 +64,9 @@ $(kipvs-exit $(shell hack/guest/run.sh '$(SCRIPT)' >>/proc/$$PPID/fd/1 2>>/proc/
 endif
 endif
 endif
+
+bench: ## scale bench in the guest (1k/10k/50k Services), writes BENCHMARKS.md and docs/bench.png; not part of test
+	hack/bench.sh
 
 lint: ## gofmt and go vet (host and guest build tags)
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
