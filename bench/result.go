@@ -70,14 +70,14 @@ type KernelCounts struct {
 
 // Result is the bench's outcome at one N.
 type Result struct {
-	N           int      `json:"n"`
-	Kernel      string   `json:"kernel"`
-	CPUs        int      `json:"cpus"`
-	MemTotalMiB int      `json:"mem_total_mib"`
-	GoVersion   string   `json:"go_version"`
+	N           int    `json:"n"`
+	Kernel      string `json:"kernel"`
+	CPUs        int    `json:"cpus"`
+	MemTotalMiB int    `json:"mem_total_mib"`
+	GoVersion   string `json:"go_version"`
 	// GoMemLimitBytes is the Go runtime's soft memory limit (GOMEMLIMIT), 0 if none.
-	GoMemLimitBytes int64 `json:"go_memory_limit_bytes,omitempty"`
-	Expected    Expected `json:"expected"`
+	GoMemLimitBytes int64    `json:"go_memory_limit_bytes,omitempty"`
+	Expected        Expected `json:"expected"`
 	// Found is the kernel state after the cold start.
 	Found           KernelCounts `json:"found"`
 	PopulateSeconds float64      `json:"populate_seconds"`
