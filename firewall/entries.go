@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 // AnnotationSourceRanges is the older way to give load-balancer source ranges; as in
@@ -57,18 +58,18 @@ func serviceEntries(svc *v1.Service, st *model.ServiceState, cfg Config, put fun
 	}
 	add := func(base string, f Family, e Entry) { put(Name(base, f), e) }
 
-	cluster := addrSet(svc.Spec.ClusterIPs)
+	cluster := proxy.AddrSet(svc.Spec.ClusterIPs)
 	if len(svc.Spec.ClusterIPs) == 0 {
-		cluster = addrSet([]string{svc.Spec.ClusterIP})
+		cluster = proxy.AddrSet([]string{svc.Spec.ClusterIP})
 	}
-	external := addrSet(svc.Spec.ExternalIPs)
+	external := proxy.AddrSet(svc.Spec.ExternalIPs)
 	var ingress []string
 	if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
 		for _, ing := range svc.Status.LoadBalancer.Ingress {
 			ingress = append(ingress, ing.IP)
 		}
 	}
-	lb := addrSet(ingress)
+	lb := proxy.AddrSet(ingress)
 
 	type pp struct {
 		proto model.Protocol
@@ -76,7 +77,7 @@ func serviceEntries(svc *v1.Service, st *model.ServiceState, cfg Config, put fun
 	}
 	svcPorts, nodePorts := map[pp]bool{}, map[pp]bool{}
 	for _, p := range svc.Spec.Ports {
-		proto, ok := protocol(p.Protocol)
+		proto, ok := proxy.Protocol(p.Protocol)
 		if !ok {
 			continue
 		}
@@ -160,29 +161,6 @@ func pick(local bool, ifLocal, otherwise string) string {
 		return ifLocal
 	}
 	return otherwise
-}
-
-func protocol(p v1.Protocol) (model.Protocol, bool) {
-	switch p {
-	case v1.ProtocolTCP, "":
-		return model.TCP, true
-	case v1.ProtocolUDP:
-		return model.UDP, true
-	case v1.ProtocolSCTP:
-		return model.SCTP, true
-	}
-	return 0, false
-}
-
-// addrSet parses addresses as the proxy does (unmapped); bad ones are left out.
-func addrSet(list []string) map[netip.Addr]bool {
-	m := map[netip.Addr]bool{}
-	for _, s := range list {
-		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil && a.Zone() == "" {
-			m[a.Unmap()] = true
-		}
-	}
-	return m
 }
 
 // ranges are a Service's load-balancer source ranges by family.

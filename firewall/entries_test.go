@@ -328,3 +328,17 @@ func TestServiceEntriesFromBuildService(t *testing.T) {
 		t.Errorf("entries:\n  got  %v\n  want %v", got, want)
 	}
 }
+
+// An external IP written with leading zeros (accepted by old API servers, read as decimal
+// by Kubernetes) gets its VIP entries, as BuildService gives it a virtual server: the
+// firewall reads Service addresses with the proxy's own parser.
+func TestLegacyIPv4AddressAgreesWithBuildService(t *testing.T) {
+	svc := service(external("010.000.0.7"))
+	st := proxy.BuildService(svc, nil, &proxy.Config{DefaultScheduler: "rr", NodeName: "node-a"})
+	if st.VSes[model.VSKey{Addr: netip.MustParseAddr("10.0.0.7"), Proto: model.TCP, Port: 80}] == nil {
+		t.Fatalf("BuildService made no virtual server for 010.000.0.7:80: %v", st.VSes)
+	}
+	if got := lines(ServiceEntries(svc, st, Config{})); !slices.Contains(got, "KIPVS-VIPS 10.0.0.7") {
+		t.Errorf("no VIP entry for the external IP 010.000.0.7: %v", got)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 // Tables the proxy writes.
@@ -193,21 +194,21 @@ func renderService(svc *corev1.Service, st *model.ServiceState, f family, rc *re
 	if svc == nil || st == nil {
 		return nil
 	}
-	cluster := addrSet(svc.Spec.ClusterIPs)
+	cluster := proxy.AddrSet(svc.Spec.ClusterIPs)
 	if len(svc.Spec.ClusterIPs) == 0 {
-		cluster = addrSet([]string{svc.Spec.ClusterIP})
+		cluster = proxy.AddrSet([]string{svc.Spec.ClusterIP})
 	}
-	external := addrSet(svc.Spec.ExternalIPs)
+	external := proxy.AddrSet(svc.Spec.ExternalIPs)
 	var ingress []string
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		for _, ing := range svc.Status.LoadBalancer.Ingress {
 			ingress = append(ingress, ing.IP)
 		}
 	}
-	lb := addrSet(ingress)
+	lb := proxy.AddrSet(ingress)
 	nodePorts := map[portKey]uint16{}
 	for _, sp := range svc.Spec.Ports {
-		if p, ok := protocolOf(sp.Protocol); ok && sp.NodePort > 0 && sp.NodePort <= 65535 {
+		if p, ok := proxy.Protocol(sp.Protocol); ok && sp.NodePort > 0 && sp.NodePort <= 65535 {
 			nodePorts[portKey{p, sp.Name}] = uint16(sp.NodePort)
 		}
 	}
@@ -594,49 +595,6 @@ func (d dispatchRule) addLine() string {
 		return "-I " + d.chain + " 1 " + d.spec
 	}
 	return "-A " + d.chain + " " + d.spec
-}
-
-func protocolOf(p corev1.Protocol) (model.Protocol, bool) {
-	switch p {
-	case corev1.ProtocolTCP, "":
-		return model.TCP, true
-	case corev1.ProtocolUDP:
-		return model.UDP, true
-	case corev1.ProtocolSCTP:
-		return model.SCTP, true
-	}
-	return 0, false
-}
-
-// addrSet parses Service addresses as package proxy does (unmapped, legacy IPv4 with
-// leading zeros read as decimal); bad ones are left out.
-func addrSet(list []string) map[netip.Addr]bool {
-	m := map[netip.Addr]bool{}
-	for _, s := range list {
-		if a, ok := parseAddr(strings.TrimSpace(s)); ok {
-			m[a] = true
-		}
-	}
-	return m
-}
-
-func parseAddr(s string) (netip.Addr, bool) {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap(), a.Zone() == ""
-	}
-	fields := strings.Split(s, ".")
-	if len(fields) != 4 {
-		return netip.Addr{}, false
-	}
-	var b [4]byte
-	for i, f := range fields {
-		n, err := strconv.Atoi(f)
-		if err != nil || len(f) == 0 || len(f) > 3 || n < 0 || n > 255 || strings.TrimLeft(f, "0123456789") != "" {
-			return netip.Addr{}, false
-		}
-		b[i] = byte(n)
-	}
-	return netip.AddrFrom4(b), true
 }
 
 // annotationSourceRanges is the older way to give load-balancer source ranges; it counts

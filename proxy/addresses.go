@@ -9,9 +9,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// parseIP parses one address from a Service or EndpointSlice field. It returns the address
+// ParseIP parses one address from a Service or EndpointSlice field. It returns the address
 // unmapped (::ffff:a.b.c.d becomes a.b.c.d) so that the family check and map keys agree.
-func parseIP(s string) (netip.Addr, error) {
+// The firewall entries and the iptables proxier read Service addresses with it too, so
+// that every part of the proxy agrees on which addresses a Service has.
+func ParseIP(s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
 		// Old API servers accepted IPv4 with leading zeros ("010.0.0.1") and Kubernetes
@@ -52,7 +54,7 @@ func parseLegacyIPv4(s string) (netip.Addr, bool) {
 // unspecified, multicast and loopback (a virtual server on 127.0.0.1 would capture the
 // node's own local traffic).
 func parseVIP(s string) (netip.Addr, error) {
-	a, err := parseIP(s)
+	a, err := ParseIP(s)
 	if err != nil {
 		return a, err
 	}
@@ -144,4 +146,16 @@ func nodeVIPs(cfg *Config) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// AddrSet is the set of the addresses in list that ParseIP accepts (surrounding spaces
+// trimmed); the others are left out, as BuildService reports them.
+func AddrSet(list []string) map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, s := range list {
+		if a, err := ParseIP(strings.TrimSpace(s)); err == nil {
+			m[a] = true
+		}
+	}
+	return m
 }

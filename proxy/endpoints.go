@@ -131,7 +131,7 @@ func newEndpoint(s *discoveryv1.EndpointSlice, i int, port uint16, is6 bool, cfg
 	if len(ep.Addresses) == 0 {
 		return endpoint{}, false
 	}
-	a, err := parseIP(ep.Addresses[0])
+	a, err := ParseIP(ep.Addresses[0])
 	if err != nil {
 		probs.add(ReasonInvalidEndpoint, "EndpointSlice %s endpoints[%d].addresses[0] %q %v; the endpoint is not used", s.Name, i, ep.Addresses[0], err)
 		return endpoint{}, false

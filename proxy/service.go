@@ -118,16 +118,24 @@ func ignored(svc *v1.Service) bool {
 	return svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) == 0
 }
 
-// protocolOf maps a Service port protocol to the IPVS one; an unset protocol is TCP, the
-// API default.
-func protocolOf(sp *v1.ServicePort, i int, probs *problems) (model.Protocol, bool) {
-	switch protocolOr(sp.Protocol) {
+// Protocol maps a Service port protocol to the IPVS one; an unset protocol is TCP, the API
+// default. false: IPVS cannot carry it.
+func Protocol(p v1.Protocol) (model.Protocol, bool) {
+	switch protocolOr(p) {
 	case v1.ProtocolTCP:
 		return model.TCP, true
 	case v1.ProtocolUDP:
 		return model.UDP, true
 	case v1.ProtocolSCTP:
 		return model.SCTP, true
+	}
+	return 0, false
+}
+
+// protocolOf is Protocol for one of a Service's ports, reporting one IPVS cannot carry.
+func protocolOf(sp *v1.ServicePort, i int, probs *problems) (model.Protocol, bool) {
+	if p, ok := Protocol(sp.Protocol); ok {
+		return p, true
 	}
 	probs.add(ReasonUnsupportedProtocol, "spec.ports[%d] (name %q) protocol %q is not supported by IPVS (TCP, UDP, SCTP); the port is skipped", i, sp.Name, sp.Protocol)
 	return 0, false
