@@ -100,9 +100,17 @@ func TestBatchedApplyMatchesUnbatched(t *testing.T) {
 // scheduler still as SchedulerUnavailableError), the others are applied, and the failed
 // virtual server is re-read so the cache tells the truth.
 func TestBatchedFailuresAreFiledAndReRead(t *testing.T) {
+	t.Run("copying", func(t *testing.T) { testBatchedFailuresAreFiledAndReRead(t, false) })
+	t.Run("sharing", func(t *testing.T) { testBatchedFailuresAreFiledAndReRead(t, true) })
+}
+
+func testBatchedFailuresAreFiledAndReRead(t *testing.T, share bool) {
 	f := &batchingFake{FakeKernel: NewFakeKernel()}
 	f.MissingSchedulers = map[string]bool{"twos": true}
 	r := NewReconciler(f)
+	if share {
+		r.ShareDesired()
+	}
 	bad := vs(kB, "twos", "10.244.0.1:53", 1)
 	good := vs(kA, "rr", "10.244.0.1:8080", 1)
 	res := r.Apply(changes(good, bad))
@@ -129,9 +137,17 @@ func TestBatchedFailuresAreFiledAndReRead(t *testing.T) {
 // and their virtual servers re-read: the cache matches the kernel, and applying the same
 // state again writes nothing.
 func TestBatchedUnknownOutcomesAreReRead(t *testing.T) {
+	t.Run("copying", func(t *testing.T) { testBatchedUnknownOutcomesAreReRead(t, false) })
+	t.Run("sharing", func(t *testing.T) { testBatchedUnknownOutcomesAreReRead(t, true) })
+}
+
+func testBatchedUnknownOutcomesAreReRead(t *testing.T, share bool) {
 	f := &batchingFake{FakeKernel: NewFakeKernel()}
 	f.lose = func(i int) bool { return i%2 == 1 }
 	r := NewReconciler(f)
+	if share {
+		r.ShareDesired()
+	}
 	want := changes(
 		vs(kA, "rr", "10.244.0.1:8080", 1, "10.244.0.2:8080", 1),
 		vs(kC, "rr", "10.244.0.3:443", 1),

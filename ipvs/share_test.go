@@ -24,14 +24,27 @@ func randomVS(rng *rand.Rand, key model.VSKey) *model.VirtualServer {
 }
 
 // With ShareDesired the reconciler makes exactly the same kernel calls and reports the same
-// cache as without, across creates, changes, drains, deletes and resyncs; and it never
-// changes an object it was given.
+// cache as without, across creates, changes, drains, deletes, resyncs and refused writes;
+// and it never changes an object it was given, nor a real-server map two given objects share.
 func TestSharingMatchesCopying(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	c := &clock{t: time.Unix(1000, 0)}
 	fc, fs := NewFakeKernel(), NewFakeKernel()
 	copying, sharing := drainingReconciler(fc, c), drainingReconciler(fs, c)
 	sharing.ShareDesired()
+	// Both kernels refuse every fifth real-server add: the calls are the same on both, so
+	// they refuse the same ones, and the caches must still agree.
+	for _, f := range []*FakeKernel{fc, fs} {
+		n := 0
+		f.Fail = func(op string, _ model.VSKey) error {
+			if op == "new-dest" {
+				if n++; n%5 == 0 {
+					return fmt.Errorf("refused")
+				}
+			}
+			return nil
+		}
+	}
 	keys := []model.VSKey{kA, kB, kC, kD, k6}
 	var given []*model.VirtualServer
 	var snapshots []string
@@ -47,6 +60,15 @@ func TestSharingMatchesCopying(t *testing.T) {
 					v.Reals = map[model.RSKey]uint32{{Addr: netip.MustParseAddr("fd00::1"), Port: 80}: 1}
 				}
 				ch[k] = v
+			}
+		}
+		// The virtual servers of one Service port share one real-server map (package
+		// proxy does that): editing the cache of one must not edit the other.
+		if a, b := ch[kA], ch[kB]; a != nil && b != nil && rng.IntN(2) == 0 {
+			b.Reals = a.Reals
+		}
+		for _, k := range keys {
+			if v := ch[k]; v != nil {
 				given = append(given, v)
 				snapshots = append(snapshots, v.String())
 			}
@@ -69,7 +91,7 @@ func TestSharingMatchesCopying(t *testing.T) {
 			rc.Writes += copying.Drain().Writes
 			rs.Writes += sharing.Drain().Writes
 		}
-		if rc.Writes != rs.Writes || fmt.Sprint(fc.TakeOps()) != fmt.Sprint(fs.TakeOps()) {
+		if rc.Writes != rs.Writes || len(rc.Errors) != len(rs.Errors) || fmt.Sprint(fc.TakeOps()) != fmt.Sprint(fs.TakeOps()) {
 			t.Fatalf("step %d: sharing made other calls than copying", step)
 		}
 		for _, k := range keys {

@@ -84,9 +84,12 @@ func (k RSKey) String() string { return netip.AddrPortFrom(k.Addr, k.Port).Strin
 // VirtualServer is one desired IPVS virtual server with its real servers and weights.
 // Forwarding is always masquerade (NAT).
 type VirtualServer struct {
-	Key   VSKey
-	Spec  VSSpec
-	Reals map[RSKey]uint32 // real server -> weight
+	Key  VSKey
+	Spec VSSpec
+	// Reals maps each real server to its weight. The virtual servers of one Service port
+	// (its ClusterIP, NodePorts, external IPs) share one map: it is read-only once built.
+	// At 50,000 Services a copy per virtual server cost tens of MiB.
+	Reals map[RSKey]uint32
 	// PortName is the Service port's name, for metrics labels; not part of the kernel state.
 	PortName string
 }

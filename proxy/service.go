@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"maps"
 	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
@@ -142,8 +141,9 @@ func protocolOf(sp *v1.ServicePort, i int, probs *problems) (model.Protocol, boo
 }
 
 // portBuilder adds the virtual servers of one Service port. It computes the real servers
-// once per (family, policy) and copies them into each virtual server, because a Service
-// with many addresses would otherwise walk its endpoints once per address.
+// once per (family, policy) and gives every virtual server of that family and policy the
+// same map (read-only, see model.VirtualServer): a Service with many addresses would
+// otherwise walk its endpoints, and hold a copy of them, once per address.
 type portBuilder struct {
 	st     *model.ServiceState
 	spec   model.VSSpec
@@ -168,7 +168,7 @@ func (pb *portBuilder) add(addrs []netip.Addr, port uint16, local, bind bool) {
 		if _, dup := pb.st.VSes[key]; dup {
 			continue
 		}
-		pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: pb.spec, Reals: maps.Clone(pb.realsFor(a.Is6(), local)), PortName: pb.sp.Name}
+		pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: pb.spec, Reals: pb.realsFor(a.Is6(), local), PortName: pb.sp.Name}
 		if bind {
 			pb.st.Bind[a] = true
 		}

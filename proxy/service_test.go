@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
 func TestBuildServiceIgnored(t *testing.T) {
@@ -311,21 +314,36 @@ func TestBuildServiceForeignSlicesIgnored(t *testing.T) {
 	}})
 }
 
-// TestBuildServiceDoesNotAlias checks that virtual servers do not share real-server maps:
-// the reconciler may edit one without touching another.
-func TestBuildServiceDoesNotAlias(t *testing.T) {
-	st := BuildService(service(externalIPs("192.0.2.1")), []*discoveryv1.EndpointSlice{v4("s1", httpPort, ep("10.1.0.1"))}, config())
-	for _, v := range st.VSes {
-		clear(v.Reals)
-		break
+// TestBuildServiceSharesRealsPerPort checks that the virtual servers of one port, family
+// and traffic policy share one real-server map (one copy per address cost tens of MiB at
+// 50,000 Services; the maps are read-only, see model.VirtualServer), and that other ports
+// and policies get their own.
+func TestBuildServiceSharesRealsPerPort(t *testing.T) {
+	svc := service(externalIPs("192.0.2.1", "192.0.2.2"), ports(tcp("http", 80, 0), tcp("https", 443, 0)))
+	slice := v4("s1", epPorts(sp("http", v1.ProtocolTCP, 8080), sp("https", v1.ProtocolTCP, 8443)), ep("10.1.0.1"))
+	st := BuildService(svc, []*discoveryv1.EndpointSlice{slice}, config())
+	first := map[uint16]map[model.RSKey]uint32{}
+	for k, v := range st.VSes {
+		if len(v.Reals) != 1 {
+			t.Fatalf("%v has %d real servers, want 1", k, len(v.Reals))
+		}
+		if first[k.Port] == nil {
+			first[k.Port] = v.Reals
+		} else if !sameMap(first[k.Port], v.Reals) {
+			t.Errorf("%v does not share the real servers of the other virtual servers of port %d", k, k.Port)
+		}
 	}
-	n := 0
-	for _, v := range st.VSes {
-		n += len(v.Reals)
+	if len(st.VSes) != 6 || len(first) != 2 {
+		t.Fatalf("%d virtual servers on %d ports, want 6 on 2 (80, 443): %v", len(st.VSes), len(first), vses(st))
 	}
-	if n != 1 {
-		t.Fatalf("clearing one VS's reals left %d reals in total, want 1", n)
+	if sameMap(first[80], first[443]) {
+		t.Error("ports 80 and 443 share one real-server map")
 	}
+}
+
+// sameMap reports whether a and b are one map (not equal copies).
+func sameMap(a, b map[model.RSKey]uint32) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // TestBuildServiceDeterministic: slice order must not change the result or the problems.
