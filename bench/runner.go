@@ -233,8 +233,10 @@ func (r *runner) coldStart(ctx context.Context) error {
 		return fmt.Errorf("cold start: the first sync did not end: %w", err)
 	}
 	st := r.settle()
-	r.res.ColdStart = Sample{Seconds: took.Seconds(), Writes: diff(r.writes(), before), SyncSeconds: st.Duration.Seconds()}
-	r.log("cold start: %.2fs, writes %v (first full sync %.2fs)", took.Seconds(), r.res.ColdStart.Writes, st.Duration.Seconds())
+	ph := st.Phases
+	r.res.ColdStart = Sample{Seconds: took.Seconds(), Writes: diff(r.writes(), before), SyncSeconds: st.Duration.Seconds(), PhaseSeconds: phaseSeconds(ph)}
+	r.log("cold start: %.2fs, writes %v (first full sync %.2fs: build %.1fs, firewall %.1fs, addresses %.1fs, ipvs %.1fs)", took.Seconds(), r.res.ColdStart.Writes, st.Duration.Seconds(),
+		ph.Build.Seconds(), ph.Firewall.Seconds(), ph.Addresses.Seconds(), ph.IPVS.Seconds())
 	r.res.HeapLiveBytes = liveHeap()
 	if r.o.HeapProfile != nil {
 		_ = pprof.Lookup("heap").WriteTo(r.o.HeapProfile, 0)
@@ -520,8 +522,13 @@ func (r *runner) fullResync(rep int) error {
 		ms64(ph.Build), ms64(ph.Firewall), ms64(ph.Addresses), ms64(ph.IPVS))
 	st := r.settleAfter(syncs)
 	r.record(KindFullResync, Sample{Seconds: took.Seconds(), APISeconds: api.Seconds(), Writes: diff(r.writes(), before), SyncSeconds: st.Seconds(),
-		PhaseSeconds: map[string]float64{"build": ph.Build.Seconds(), "firewall": ph.Firewall.Seconds(), "addresses": ph.Addresses.Seconds(), "ipvs": ph.IPVS.Seconds()}})
+		PhaseSeconds: phaseSeconds(ph)})
 	return nil
+}
+
+// phaseSeconds is a full sync's time by step, in seconds.
+func phaseSeconds(ph controller.FullSyncPhases) map[string]float64 {
+	return map[string]float64{"build": ph.Build.Seconds(), "firewall": ph.Firewall.Seconds(), "addresses": ph.Addresses.Seconds(), "ipvs": ph.IPVS.Seconds()}
 }
 
 // pollInterval is how often the kernel is read while a single change is awaited: each read

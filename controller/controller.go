@@ -97,7 +97,8 @@ type Stats struct {
 	Phases FullSyncPhases
 }
 
-// FullSyncPhases are the durations of a full sync's steps.
+// FullSyncPhases are the durations of a full sync's steps. Addresses and IPVS run at the
+// same time, so the sync took about Build + Firewall + the longer of the two.
 type FullSyncPhases struct {
 	Build, Firewall, Addresses, IPVS time.Duration
 }
@@ -678,36 +679,64 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 			return len(seen), nil, nil, fmt.Errorf("repairing ipsets and iptables rules: %w", r.Err)
 		}
 	}
-	ipErrs := map[netip.Addr]error{}
-	ar := c.addrs.Resync(c.state.allBinds())
-	lap(&st.Phases.Addresses)
-	c.noteAddrs(ar, st)
-	mergeErrs(ipErrs, ar.Errors)
-	if ar.Err != nil {
-		return len(seen), nil, ipErrs, fmt.Errorf("repairing the dummy interface's addresses: %w", ar.Err)
-	}
+	// The addresses and IPVS are repaired at once: they are independent kernel tables (the
+	// kernel walks a device's address list on every add, so binding tens of thousands of
+	// addresses is slow on its own, and it need not hold the virtual servers up). A virtual
+	// server is the proxy's when its address is one the proxy binds or was bound to
+	// kube-ipvs0 when the repair began (a Service deleted while the proxy was down leaves
+	// both behind), or a node IP with a port in the NodePort range; the IPVS repair waits for
+	// that listing before deciding what to delete.
+	binds, vses := c.state.allBinds(), c.state.allVSes()
 	nodeIP := map[netip.Addr]bool{}
 	for _, a := range c.nodeIPs {
 		nodeIP[a] = true
 	}
-	bound := c.addrs.Bound()
+	listed := make(chan map[netip.Addr]bool, 1)
+	var once sync.Once
+	found := func(m map[netip.Addr]bool) { once.Do(func() { listed <- m }) }
+	var ar AddrResult
+	var addrTook time.Duration
+	addrsDone := make(chan struct{})
+	go func() {
+		defer close(addrsDone)
+		start := time.Now()
+		ar = c.addrs.Resync(binds, found)
+		addrTook = time.Since(start)
+		found(nil) // in case the reconciler did not call it
+	}()
+	var prior map[netip.Addr]bool
+	priorKnown := false
 	owned := func(k model.VSKey) bool {
+		if !priorKnown {
+			prior, priorKnown = <-listed, true
+		}
 		for _, p := range c.cfg.ExcludeCIDRs {
 			if p.Contains(k.Addr) {
 				return false
 			}
 		}
-		if bound[k.Addr] {
+		if binds[k.Addr] || prior[k.Addr] {
 			return true
 		}
 		return nodeIP[k.Addr] && k.Port >= c.cfg.NodePortMin && k.Port <= c.cfg.NodePortMax
 	}
-	res := c.ipvs.Resync(c.state.allVSes(), owned)
-	lap(&st.Phases.IPVS)
+	ipvsStart := time.Now()
+	res := c.ipvs.Resync(vses, owned)
+	st.Phases.IPVS = time.Since(ipvsStart)
+	<-addrsDone
+	st.Phases.Addresses = addrTook
 	st.IPVSWrites += res.Writes
 	c.afterIPVS(res)
-	if res.Err != nil {
+	ipErrs := map[netip.Addr]error{}
+	c.noteAddrs(ar, st)
+	mergeErrs(ipErrs, ar.Errors)
+	switch {
+	case res.Err != nil && ar.Err != nil:
+		err = fmt.Errorf("repairing IPVS: %w; repairing the dummy interface's addresses: %w", res.Err, ar.Err)
+	case res.Err != nil:
 		err = fmt.Errorf("repairing IPVS: %w", res.Err)
+	case ar.Err != nil:
+		err = fmt.Errorf("repairing the dummy interface's addresses: %w", ar.Err)
 	}
 	return len(seen), res.Errors, ipErrs, err
 }

@@ -25,6 +25,7 @@ type fakeIPVS struct {
 	vs       map[model.VSKey]*model.VirtualServer
 	writes   int
 	failNext map[model.VSKey]error
+	onResync func() // run when Resync begins
 }
 
 func (f *fakeIPVS) Apply(ch map[model.VSKey]*model.VirtualServer) IPVSResult {
@@ -55,6 +56,9 @@ func (f *fakeIPVS) Drain() IPVSResult { return IPVSResult{} }
 func (f *fakeIPVS) Draining() int     { return 0 }
 
 func (f *fakeIPVS) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) IPVSResult {
+	if f.onResync != nil {
+		f.onResync()
+	}
 	ch := map[model.VSKey]*model.VirtualServer{}
 	for k := range f.vs {
 		if desired[k] == nil && owned(k) {
@@ -72,6 +76,8 @@ func (f *fakeIPVS) Writes() uint64 { return uint64(f.writes) }
 type fakeAddrs struct {
 	bound  map[netip.Addr]bool
 	writes int
+	// Hooks run by Resync before listing and after (before writing).
+	beforeResync, afterListing func()
 }
 
 func (f *fakeAddrs) EnsureLink() error { return nil }
@@ -92,7 +98,14 @@ func (f *fakeAddrs) Apply(bind, unbind []netip.Addr) AddrResult {
 	f.writes += w
 	return AddrResult{Writes: w}
 }
-func (f *fakeAddrs) Resync(desired map[netip.Addr]bool) AddrResult {
+func (f *fakeAddrs) Resync(desired map[netip.Addr]bool, found func(map[netip.Addr]bool)) AddrResult {
+	if f.beforeResync != nil {
+		f.beforeResync()
+	}
+	found(f.Bound())
+	if f.afterListing != nil {
+		f.afterListing()
+	}
 	var bind, unbind []netip.Addr
 	for a := range desired {
 		bind = append(bind, a)
@@ -310,6 +323,56 @@ func TestFailedWriteIsRetried(t *testing.T) {
 	}
 	if h.ipvs.vs[vsKey("10.96.0.7", 80)] == nil {
 		t.Fatal("the failed virtual server was not retried")
+	}
+}
+
+// A Service deleted while the proxy was down leaves its address on kube-ipvs0 and its virtual
+// server behind: the first full sync removes both, though the address is unbound in the same
+// sync, and leaves a virtual server on an address that was never the proxy's.
+func TestFullSyncRemovesWhatServicesDeletedWhileDownLeft(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	stale, foreign := vsKey("10.96.0.9", 80), vsKey("192.0.2.50", 80)
+	h.addrs.bound[stale.Addr] = true
+	h.ipvs.vs[stale] = &model.VirtualServer{Key: stale, Spec: model.VSSpec{Scheduler: "rr"}}
+	h.ipvs.vs[foreign] = &model.VirtualServer{Key: foreign, Spec: model.VSSpec{Scheduler: "rr"}}
+	h.client.CoreV1().Services("ns").Create(ctx, service("a", "10.96.0.1", nil), metav1.CreateOptions{})
+	h.waitDirty("a")
+	if err := h.c.sync(true); err != nil {
+		t.Fatal(err)
+	}
+	if h.ipvs.vs[stale] != nil || h.addrs.bound[stale.Addr] {
+		t.Errorf("the deleted Service's virtual server (%v) or address (%v) is left", h.ipvs.vs[stale] != nil, h.addrs.bound[stale.Addr])
+	}
+	if h.ipvs.vs[foreign] == nil {
+		t.Error("a virtual server that was never the proxy's was deleted")
+	}
+	if h.ipvs.vs[vsKey("10.96.0.1", 80)] == nil || !h.addrs.bound[netip.MustParseAddr("10.96.0.1")] {
+		t.Error("Service a was not programmed")
+	}
+}
+
+// A full sync repairs IPVS while the addresses are being written (binding tens of thousands
+// of addresses is slow in the kernel, and IPVS need not wait for it).
+func TestFullSyncRepairsAddressesAndIPVSAtOnce(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.client.CoreV1().Services("ns").Create(ctx, service("a", "10.96.0.1", nil), metav1.CreateOptions{})
+	h.waitDirty("a")
+	ipvsBegan := make(chan struct{})
+	h.ipvs.onResync = func() { close(ipvsBegan) }
+	h.addrs.afterListing = func() {
+		select {
+		case <-ipvsBegan:
+		case <-time.After(10 * time.Second):
+			t.Error("the IPVS repair did not begin while the addresses were being written")
+		}
+	}
+	if err := h.c.sync(true); err != nil {
+		t.Fatal(err)
+	}
+	if h.ipvs.vs[vsKey("10.96.0.1", 80)] == nil || !h.addrs.bound[netip.MustParseAddr("10.96.0.1")] {
+		t.Error("Service a was not programmed")
 	}
 }
 

@@ -55,7 +55,10 @@ type AddrResult struct {
 type Addresses interface {
 	EnsureLink() error
 	Apply(bind, unbind []netip.Addr) AddrResult
-	Resync(desired map[netip.Addr]bool) AddrResult
+	// Resync makes the link hold exactly desired. It calls found once, before writing,
+	// with the addresses the link had (nil if they could not be listed): the IPVS repair,
+	// which runs meanwhile, owns the virtual servers on them.
+	Resync(desired map[netip.Addr]bool, found func(map[netip.Addr]bool)) AddrResult
 	// Bound returns the addresses the link has, as last seen or set.
 	Bound() map[netip.Addr]bool
 	Writes() uint64

@@ -194,8 +194,23 @@ func (r *Reconciler) Apply(bind, unbind []netip.Addr) Result {
 // link-local addresses, which the kernel manages on an up link, are left alone; no other link
 // is ever touched.
 func (r *Reconciler) Resync(desired map[netip.Addr]bool) Result {
+	return r.ResyncNotify(desired, nil)
+}
+
+// ResyncNotify is Resync that also tells found (when not nil), before writing anything, which
+// addresses the link had: the caller can then work out which virtual servers were the
+// proxy's while the addresses are still being written. found is called exactly once, with
+// nil when the link could not be listed.
+func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[netip.Addr]bool)) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	tell := func(m map[netip.Addr]bool) {
+		if found != nil {
+			found(m)
+			found = nil
+		}
+	}
+	defer tell(nil)
 	res := Result{}
 	if err := r.link(true, &res); err != nil {
 		res.Err = err
@@ -206,6 +221,13 @@ func (r *Reconciler) Resync(desired map[netip.Addr]bool) Result {
 		res.Err = err
 		r.stale = true
 		return res
+	}
+	if found != nil {
+		m := make(map[netip.Addr]bool, len(listed))
+		for _, a := range listed {
+			m[a.Prefix.Addr()] = true
+		}
+		tell(m)
 	}
 
 	have := map[netip.Addr]bool{}

@@ -277,3 +277,36 @@ func TestResyncDoesNotTrustAnInterruptedListing(t *testing.T) {
 	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true}), 2)
 	expectAddrs(t, f, name, "10.96.0.1/32")
 }
+
+// ResyncNotify tells, once and before writing, what the link had; nil when it could not be
+// listed.
+func TestResyncNotifyTellsWhatTheLinkHadBeforeWriting(t *testing.T) {
+	f := NewFakeNetlink()
+	f.PutLink(name, "dummy")
+	f.PutAddr(name, pfx("10.96.9.9/32"), 0)
+	r := NewWithNetlink(name, f)
+	calls := 0
+	var got map[netip.Addr]bool
+	res := r.ResyncNotify(map[netip.Addr]bool{v4a: true}, func(m map[netip.Addr]bool) {
+		calls++
+		got = m
+		expectAddrs(t, f, name, "10.96.9.9/32") // nothing written yet
+	})
+	expectClean(t, res, 2)
+	if calls != 1 || !reflect.DeepEqual(got, map[netip.Addr]bool{netip.MustParseAddr("10.96.9.9"): true}) {
+		t.Errorf("found called %d times with %v, want once with 10.96.9.9", calls, got)
+	}
+	expectAddrs(t, f, name, "10.96.0.1/32")
+
+	f.Fail = func(op, _ string) error {
+		if op == "addr-list" {
+			return errors.New("listing refused")
+		}
+		return nil
+	}
+	calls, got = 0, map[netip.Addr]bool{}
+	res = r.ResyncNotify(map[netip.Addr]bool{v4a: true}, func(m map[netip.Addr]bool) { calls++; got = m })
+	if res.Err == nil || calls != 1 || got != nil {
+		t.Errorf("failed listing: err %v, found called %d times with %v; want an error and one call with nil", res.Err, calls, got)
+	}
+}

@@ -80,11 +80,14 @@ func (noIPVS) Writes() uint64               { return 0 }
 
 type noAddresses struct{}
 
-func (noAddresses) EnsureLink() error                                { return nil }
-func (noAddresses) Apply(_, _ []netip.Addr) controller.AddrResult    { return controller.AddrResult{} }
-func (noAddresses) Resync(map[netip.Addr]bool) controller.AddrResult { return controller.AddrResult{} }
-func (noAddresses) Bound() map[netip.Addr]bool                       { return nil }
-func (noAddresses) Writes() uint64                                   { return 0 }
+func (noAddresses) EnsureLink() error                             { return nil }
+func (noAddresses) Apply(_, _ []netip.Addr) controller.AddrResult { return controller.AddrResult{} }
+func (noAddresses) Resync(_ map[netip.Addr]bool, found func(map[netip.Addr]bool)) controller.AddrResult {
+	found(map[netip.Addr]bool{})
+	return controller.AddrResult{}
+}
+func (noAddresses) Bound() map[netip.Addr]bool { return nil }
+func (noAddresses) Writes() uint64             { return 0 }
 
 // schedulerWarner tells, once per Service, that its IPVS scheduler annotation has no effect
 // in iptables mode, which balances randomly.

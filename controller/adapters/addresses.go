@@ -25,8 +25,8 @@ func (a *Addresses) Apply(bind, unbind []netip.Addr) controller.AddrResult {
 	return addrResult(a.r.Apply(bind, unbind))
 }
 
-func (a *Addresses) Resync(desired map[netip.Addr]bool) controller.AddrResult {
-	return addrResult(a.r.Resync(desired))
+func (a *Addresses) Resync(desired map[netip.Addr]bool, found func(map[netip.Addr]bool)) controller.AddrResult {
+	return addrResult(a.r.ResyncNotify(desired, found))
 }
 
 func addrResult(r dummyif.Result) controller.AddrResult {
