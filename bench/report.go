@@ -258,8 +258,10 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("  must give (virtual and real servers, addresses, set entries).\n\n")
 
 	p("## Cold start\n\n")
-	p("From `controller.Run` (informers listing everything) to the kernel holding every virtual\n")
-	p("server with all its real servers; writes are the first full sync's.\n\n")
+	p("From `controller.Run` (informers listing everything) to the kernel holding everything:\n")
+	p("every virtual server with all its real servers (read through a separate IPVS socket) and\n")
+	p("the first full sync ended (every `kube-ipvs0` address, set entry and rule written); writes\n")
+	p("are that sync's.\n\n")
 	p("| Services | virtual servers | real servers | cold start | vs %s | IPVS writes | address writes | ipset writes | iptables restores | kernel read back |\n", label(first.N))
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rs {
@@ -280,6 +282,19 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 			commas(r.Found.LoopBackMaxElem), label(r.N)))
 	}
 	p("%s.\n\n", strings.Join(sets, ", "))
+	p("Where the first full sync's time went (`kube-ipvs0` and IPVS are repaired at the same\n")
+	p("time, so the two overlap): ")
+	var phases []string
+	for _, r := range rs {
+		if ph := r.ColdStart.PhaseSeconds; len(ph) > 0 {
+			phases = append(phases, fmt.Sprintf("at %s, recomputing every Service %s, ipsets and iptables %s, `kube-ipvs0` %s, IPVS %s",
+				label(r.N), ms(ph["build"]), ms(ph["firewall"]), ms(ph["addresses"]), ms(ph["ipvs"])))
+		}
+	}
+	if len(phases) == 0 {
+		phases = append(phases, "not recorded")
+	}
+	p("%s.\n\n", strings.Join(phases, "; "))
 
 	p("## One change\n\n")
 	p("Median (min–max) over the repetitions; the last column is the controller's own sync time\n")
@@ -451,7 +466,19 @@ func writeFindings(w io.Writer, rs []*Result) {
 	p("  cache held them as nested maps of 88-byte keys), ipset listings stream into the cache,\n")
 	p("  a full resync reads the Tracker instead of copying it, the IPVS cache shares the\n")
 	p("  controller's virtual servers when the kernel holds them exactly (copy on write), batch\n")
-	p("  bookkeeping keeps failures only, and informers drop `managedFields`.\n")
+	p("  bookkeeping keeps failures only, and informers drop `managedFields`. A heap profile\n")
+	p("  after a cold start at 50,000 Services (`BENCH_ARGS=-heapprofile`) then showed two more\n")
+	p("  copies of every real server: each virtual server of a Service port had its own clone of\n")
+	p("  the port's real servers (51 MB), and the IPVS cache built a copy of every new virtual\n")
+	p("  server during the cold start's apply, shared only at its end. A port's virtual servers\n")
+	p("  now share one read-only map, and a new virtual server is cached as the controller's\n")
+	p("  object at once (a failed write still makes it re-read from the kernel).\n")
+	p("- **Addresses held IPVS up.** The full sync bound `kube-ipvs0`'s addresses, which the\n")
+	p("  kernel makes slow (below), and only then repaired IPVS. The two are independent kernel\n")
+	p("  tables and are now repaired at the same time; the virtual servers the repair may delete\n")
+	p("  are those on addresses the proxy binds or that were on `kube-ipvs0` when it began\n")
+	p("  (`TestFullSyncRepairsAddressesAndIPVSAtOnce`,\n")
+	p("  `TestFullSyncRemovesWhatServicesDeletedWhileDownLeft`).\n")
 	p("- **Not a fix: `/proc/net/ip_vs`.** It lists every real server in one text, which looked\n")
 	p("  like a way around IPVS's one netlink round trip per virtual server in a full repair. But\n")
 	p("  seq_file hands it out at most a page per read and walks the service table from its start\n")
@@ -484,12 +511,13 @@ func writeFindings(w io.Writer, rs []*Result) {
 	p("  on every change.\n")
 	if last.GoMemLimitBytes > 0 {
 		p("- **Memory against cold start.** Under the soft memory limit the garbage collector works\n")
-		p("  harder while the cold start builds everything, which makes the cold start slower. The\n")
-		p("  same code measured without the limit (`BENCH_GOMEMLIMIT=off`, 2026-11-30, same guest):\n")
-		p("  cold start 4.69 s at 1k and 203.5 s at 50k (43x), peak RSS 1,549 MiB at 50k (live heap\n")
-		p("  615 MiB). So at 50,000 Services one of the two targets is missed either way; what\n")
-		p("  would meet both is less live heap (the informer caches and the desired state hold\n")
-		p("  each Service and endpoint in several forms).\n")
+		p("  harder when the heap nears it, which slows the cold start, the time when the most is\n")
+		p("  built at once. Before the last two changes above (the copies, the addresses), the same\n")
+		p("  bench measured 266.1 s at 50k under the limit (76x the 1k cold start, peak RSS 1,028 MiB)\n")
+		p("  and 203.5 s without\n")
+		p("  it (43x, peak RSS 1,549 MiB): one target was missed either way. What remains of the live\n")
+		p("  heap is mostly the informer caches and, in this bench, the stand-in API server's store\n")
+		p("  (see Memory).\n")
 	}
 	p("- **The guest kernel (6.1) hashes IPVS services into 256 buckets** (compile-time), shared\n")
 	p("  by all network namespaces; at %s virtual servers every lookup walks a chain of about %d.\n\n",
@@ -505,7 +533,7 @@ func phaseText(r *Result) string {
 		if len(ph) == 0 {
 			continue
 		}
-		return fmt.Sprintf(" (the last one: recomputing every Service %s, ipsets and iptables %s, `kube-ipvs0` %s, IPVS %s)",
+		return fmt.Sprintf(" (the last one: recomputing every Service %s, ipsets and iptables %s, then at once `kube-ipvs0` %s and IPVS %s)",
 			ms(ph["build"]), ms(ph["firewall"]), ms(ph["addresses"]), ms(ph["ipvs"]))
 	}
 	return ""

@@ -82,7 +82,9 @@ type Result struct {
 	Found           KernelCounts `json:"found"`
 	PopulateSeconds float64      `json:"populate_seconds"`
 	// ColdStart runs from controller start (informers listing everything) to the kernel
-	// holding every virtual server with its real servers; writes are the first full sync's.
+	// holding everything: every virtual server with its real servers seen through a
+	// separate socket, and the first full sync ended (addresses, sets, rules); writes are
+	// that sync's.
 	ColdStart Sample `json:"cold_start"`
 	// ColdStartCPU is the guest's CPU time during the cold start by kind (user, system,
 	// softirq, idle, ...), in seconds summed over CPUs.

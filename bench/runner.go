@@ -204,11 +204,14 @@ func (r *runner) wire(ctx context.Context) error {
 	return err
 }
 
-// coldStart starts the controller and waits until the kernel holds the whole cluster.
+// coldStart starts the controller and waits until the kernel holds the whole cluster: every
+// virtual server with its real servers, and every address, set entry and rule, which the
+// first full sync has written when it ends (the addresses are bound while IPVS is written,
+// and may well finish last).
 func (r *runner) coldStart(ctx context.Context) error {
 	before := r.writes()
 	// The reconciler applies virtual servers in key order, so the one with the largest key
-	// is written last: once it has all its real servers, the first sync is through IPVS.
+	// is written last: once it has all its real servers, IPVS is through.
 	last := r.lastKey()
 	start := time.Now()
 	done := make(chan error, 1)
@@ -218,8 +221,6 @@ func (r *runner) coldStart(ctx context.Context) error {
 		reals, err := r.probe.reals(last)
 		return len(reals) == EndpointsPerService, err
 	}, 200*time.Millisecond)
-	took := time.Since(start)
-	r.res.ColdStartCPU = readCPU().since(cpu0)
 	if err != nil {
 		return fmt.Errorf("cold start: %w", err)
 	}
@@ -228,10 +229,11 @@ func (r *runner) coldStart(ctx context.Context) error {
 		return fmt.Errorf("the controller stopped: %v", err)
 	default:
 	}
-	// The kernel has everything; the writes are all counted once the sync has ended.
 	if err := r.waitKernel(func() (bool, error) { return r.ctl.Stats().TotalSyncs >= 1, nil }, 20*time.Millisecond); err != nil {
 		return fmt.Errorf("cold start: the first sync did not end: %w", err)
 	}
+	took := time.Since(start)
+	r.res.ColdStartCPU = readCPU().since(cpu0)
 	st := r.settle()
 	ph := st.Phases
 	r.res.ColdStart = Sample{Seconds: took.Seconds(), Writes: diff(r.writes(), before), SyncSeconds: st.Duration.Seconds(), PhaseSeconds: phaseSeconds(ph)}
