@@ -5,8 +5,9 @@
 // number of Services.
 //
 // It implements controller.Firewall, so the controller drives it unchanged. In iptables
-// mode the integrator gives the controller no-op IPVS and address reconcilers and a Proxy
-// as its Firewall:
+// mode the integrator gives the controller a UDPFlows as its IPVS reconciler (it writes
+// nothing, but reports the UDP flows whose conntrack entries must go), a no-op address
+// reconciler and a Proxy as its Firewall:
 //
 //	p, err := iptproxy.New(iptables.OSExec{}, iptproxy.Config{
 //		ClusterCIDRs: cidrs, MasqueradeAll: masqAll, Backend: backendFlag,

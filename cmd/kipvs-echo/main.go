@@ -123,15 +123,16 @@ func ask(args []string, stdout, stderr io.Writer) int {
 	count := fs.Int("count", 1, "how many requests (each a new connection or source port)")
 	summary := fs.Bool("summary", false, "print how many answers each name gave instead of every answer")
 	timeout := fs.Duration("timeout", 3*time.Second, "time limit of each request")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: kipvs-echo ask [--udp] [--count N] [--summary] HOST:PORT")
+	sport := fs.Uint16("source-port", 0, "send from this local port (UDP only): every request, and every run, is then one flow to conntrack")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 || (*sport != 0 && !*udp) {
+		fmt.Fprintln(stderr, "usage: kipvs-echo ask [--udp [--source-port P]] [--count N] [--summary] HOST:PORT")
 		return 2
 	}
 	addr := fs.Arg(0)
 	counts := map[string]int{}
 	failed := 0
 	for i := 0; i < *count; i++ {
-		name, err := once(addr, *udp, *timeout)
+		name, err := once(addr, *udp, *sport, *timeout)
 		if err != nil {
 			failed++
 			fmt.Fprintf(stderr, "request %d to %s: %v\n", i+1, addr, err)
@@ -161,12 +162,16 @@ func ask(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func once(addr string, udp bool, timeout time.Duration) (string, error) {
+func once(addr string, udp bool, sport uint16, timeout time.Duration) (string, error) {
 	network := "tcp"
 	if udp {
 		network = "udp"
 	}
-	c, err := net.DialTimeout(network, addr, timeout)
+	d := net.Dialer{Timeout: timeout}
+	if sport != 0 {
+		d.LocalAddr = &net.UDPAddr{Port: int(sport)}
+	}
+	c, err := d.Dial(network, addr)
 	if err != nil {
 		return "", err
 	}

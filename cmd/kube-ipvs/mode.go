@@ -64,20 +64,8 @@ func nodeFallbackEvent(recorder record.EventRecorder, node string, blocking []pr
 		strings.Join(names, ", "))
 }
 
-// noIPVS and noAddresses stand in for the IPVS and kube-ipvs0 reconcilers in iptables mode,
-// where DNAT rules do their work.
-type noIPVS struct{}
-
-func (noIPVS) Apply(map[model.VSKey]*model.VirtualServer) controller.IPVSResult {
-	return controller.IPVSResult{}
-}
-func (noIPVS) Resync(map[model.VSKey]*model.VirtualServer, func(model.VSKey) bool) controller.IPVSResult {
-	return controller.IPVSResult{}
-}
-func (noIPVS) Drain() controller.IPVSResult { return controller.IPVSResult{} }
-func (noIPVS) Draining() int                { return 0 }
-func (noIPVS) Writes() uint64               { return 0 }
-
+// noAddresses stands in for the kube-ipvs0 reconciler in iptables mode, where DNAT rules do
+// the work and nothing is bound (iptproxy.UDPFlows stands in for IPVS).
 type noAddresses struct{}
 
 func (noAddresses) EnsureLink() error                             { return nil }

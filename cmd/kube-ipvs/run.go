@@ -265,7 +265,9 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		return err
 	}
 
-	var ipvsR controller.IPVS = noIPVS{}
+	// In iptables mode nothing is written to IPVS, but UDP endpoints are still followed so
+	// that their conntrack entries are cleared as in IPVS mode.
+	var ipvsR controller.IPVS = iptproxy.NewUDPFlows()
 	var addrR controller.Addresses = noAddresses{}
 	if mode == modeIPVS {
 		if ipvsR, err = newIPVS(o.drainTimeout); err != nil {

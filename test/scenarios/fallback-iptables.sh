@@ -5,7 +5,8 @@
 # `run --mode=auto` falls back to the iptables proxier loudly (log, Node Event, metric), and
 # the core traffic scenarios pass in iptables mode: ClusterIP, NodePort, UDP, ClientIP
 # affinity, endpoint changes, externalTrafficPolicy=Local keeping the client IP, a REJECT for
-# a Service without endpoints, and a random spread over three backends.
+# a Service without endpoints, a random spread over three backends, and a UDP flow (one
+# source port) moving off a removed endpoint (its conntrack entry cleared).
 set -euo pipefail
 source ./lib/pods.sh
 
@@ -69,6 +70,8 @@ write_manifests() { # write_manifests WEB-ENDPOINTS...
     slice local TCP 8081 10.244.1.11
     svc dns 10.96.0.53 "  ports: [{name: p, protocol: UDP, port: 53, targetPort: 5353}]"
     slice dns UDP 5353 10.244.1.11 10.244.1.12 10.244.1.13
+    svc flow 10.96.0.54 "  ports: [{name: p, protocol: UDP, port: 53, targetPort: 5353}]"
+    slice flow UDP 5353 "${FLOW_EP:-10.244.1.11}"
     svc sticky 10.96.0.20 "  sessionAffinity: ClientIP
   sessionAffinityConfig: {clientIP: {timeoutSeconds: 300}}
   ports: [{name: p, protocol: TCP, port: 80, targetPort: 8080}]"
@@ -135,5 +138,16 @@ write_manifests 10.244.1.13
 kill -HUP $proxy
 wait_for 20 sh -c '[ "$(ip netns exec c1 kipvs-echo ask --count 6 --summary 10.96.0.10:80 | awk "{print \$1}" | sort -u)" = "b3" ]' ||
   fail "traffic did not follow the endpoint change"
+
+step "UDP: a flow to a removed endpoint is cleared, so the same source port reaches the new one"
+first=$(inpod c1 kipvs-echo ask --udp --source-port 40053 10.96.0.54:53)
+[[ $first == b1 ]] || fail "the UDP flow reached '$first', want b1"
+FLOW_EP=10.244.1.12 write_manifests 10.244.1.13
+kill -HUP $proxy
+# Each ask refreshes the flow's conntrack entry: without the clearing it would keep reaching b1
+# (still serving) for as long as this waits.
+wait_for 20 sh -c '[ "$(ip netns exec c1 kipvs-echo ask --udp --source-port 40053 10.96.0.54:53)" = "b2" ]' ||
+  fail "the flow from source port 40053 still reaches $(inpod c1 kipvs-echo ask --udp --source-port 40053 10.96.0.54:53): its conntrack entry was not cleared"
+grep -q "cleared conntrack entries of a removed UDP endpoint" /tmp/kipvs.log || fail "no log line for the conntrack clearing"
 
 echo "fallback-iptables: all checks passed"

@@ -1,0 +1,118 @@
+package iptproxy
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// UDPFlows stands in for the IPVS reconciler in iptables mode. It writes nothing (the DNAT
+// rules do the proxying) but remembers the endpoints of every UDP virtual server, so that
+// the controller clears the conntrack entries IPVS mode would clear: a UDP flow's DNAT
+// binding lives in its conntrack entry, and without the clearing a client that keeps
+// sending from one port keeps reaching an endpoint that was removed, or a Service that was
+// deleted, or (after it had no endpoints) no endpoint at all.
+//
+// It reports, like the IPVS reconciler:
+//   - RemovedUDP: an endpoint that left a UDP virtual server, or every endpoint of a UDP
+//     virtual server that went away;
+//   - FirstUDPReals: a UDP virtual server that went from no endpoint to some.
+//
+// The first Resync only learns: what the rules held before a restart is not known, and
+// clearing every UDP flow of the node on each restart would move established flows.
+type UDPFlows struct {
+	mu      sync.Mutex
+	reals   map[model.VSKey]map[model.RSKey]struct{} // UDP virtual servers with endpoints
+	learned bool
+}
+
+var _ controller.IPVS = (*UDPFlows)(nil)
+
+// NewUDPFlows returns an empty UDPFlows.
+func NewUDPFlows() *UDPFlows {
+	return &UDPFlows{reals: map[model.VSKey]map[model.RSKey]struct{}{}}
+}
+
+// Apply records the changed virtual servers (nil: gone) and reports the flows to clear.
+func (u *UDPFlows) Apply(changes map[model.VSKey]*model.VirtualServer) controller.IPVSResult {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	res := controller.IPVSResult{}
+	for _, key := range sortedUDPKeys(changes) {
+		u.set(key, changes[key], &res, true)
+	}
+	return res
+}
+
+// Resync records desired as the whole state: virtual servers it lacks are gone.
+func (u *UDPFlows) Resync(desired map[model.VSKey]*model.VirtualServer, _ func(model.VSKey) bool) controller.IPVSResult {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	changes := make(map[model.VSKey]*model.VirtualServer, len(desired))
+	for key := range u.reals {
+		changes[key] = nil
+	}
+	for key, vs := range desired {
+		changes[key] = vs
+	}
+	res := controller.IPVSResult{}
+	for _, key := range sortedUDPKeys(changes) {
+		u.set(key, changes[key], &res, u.learned)
+	}
+	u.learned = true
+	return res
+}
+
+func (u *UDPFlows) set(key model.VSKey, vs *model.VirtualServer, res *controller.IPVSResult, report bool) {
+	old := u.reals[key]
+	var now map[model.RSKey]struct{}
+	if vs != nil && len(vs.Reals) > 0 {
+		now = make(map[model.RSKey]struct{}, len(vs.Reals))
+		for rs := range vs.Reals {
+			now[rs] = struct{}{}
+		}
+	}
+	if report {
+		var gone []model.RSKey
+		for rs := range old {
+			if _, ok := now[rs]; !ok {
+				gone = append(gone, rs)
+			}
+		}
+		sort.Slice(gone, func(i, j int) bool { return model.RSKeyLess(gone[i], gone[j]) })
+		for _, rs := range gone {
+			res.RemovedUDP = append(res.RemovedUDP, controller.RealServerRef{VS: key, RS: rs})
+		}
+		if len(old) == 0 && len(now) > 0 {
+			res.FirstUDPReals = append(res.FirstUDPReals, key)
+		}
+	}
+	if now == nil {
+		delete(u.reals, key)
+	} else {
+		u.reals[key] = now
+	}
+}
+
+// sortedUDPKeys returns the UDP keys of m in order, so results are deterministic.
+func sortedUDPKeys(m map[model.VSKey]*model.VirtualServer) []model.VSKey {
+	keys := make([]model.VSKey, 0, len(m))
+	for k := range m {
+		if k.Proto == model.UDP {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return model.VSKeyLess(keys[i], keys[j]) })
+	return keys
+}
+
+// Drain has nothing to do: iptables mode has no draining real servers.
+func (u *UDPFlows) Drain() controller.IPVSResult { return controller.IPVSResult{} }
+
+// Draining is always 0.
+func (u *UDPFlows) Draining() int { return 0 }
+
+// Writes is always 0: UDPFlows writes nothing to the kernel.
+func (u *UDPFlows) Writes() uint64 { return 0 }
