@@ -1,18 +1,11 @@
 package firewall
 
 import (
-	"net/netip"
-	"strings"
-
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
-
-// AnnotationSourceRanges is the older way to give load-balancer source ranges; as in
-// kube-proxy, it counts only when spec.loadBalancerSourceRanges is empty.
-const AnnotationSourceRanges = "service.beta.kubernetes.io/load-balancer-source-ranges"
 
 // ServiceEntries returns the set entries of one Service: for each set name, the entries it
 // must hold for this Service. st is the Service's desired IPVS state (proxy.BuildService);
@@ -90,7 +83,7 @@ func serviceEntries(svc *v1.Service, st *model.ServiceState, cfg Config, put fun
 	}
 
 	local := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
-	ranges := sourceRanges(svc)
+	ranges := proxy.SourceRangesOf(svc)
 
 	for key, vs := range st.VSes {
 		a := key.Addr.Unmap()
@@ -121,7 +114,7 @@ func serviceEntries(svc *v1.Service, st *model.ServiceState, cfg Config, put fun
 		}
 		if served && lb[a] {
 			add(pick(local, SetLoadBalancerLocal, SetLoadBalancer), f, e)
-			if fam, filter := ranges.of(f); filter {
+			if fam, filter := ranges.Of(f == IPv6); filter {
 				add(SetLoadBalancerFW, f, e)
 				for _, p := range fam {
 					add(SetLBSourceCIDR, f, Entry{IP: a, Proto: key.Proto, Port: key.Port, Net: p})
@@ -133,7 +126,7 @@ func serviceEntries(svc *v1.Service, st *model.ServiceState, cfg Config, put fun
 				}
 				// The node reaches a VIP it holds with the VIP as source address: let it
 				// through when a range admits one of the node's own addresses.
-				if containsAny(fam, cfg.NodeIPs) {
+				if proxy.ContainsAny(fam, cfg.NodeIPs) {
 					add(SetLBSourceIP, f, Entry{IP: a, Proto: key.Proto, Port: key.Port, IP2: a})
 				}
 			}
@@ -161,76 +154,4 @@ func pick(local bool, ifLocal, otherwise string) string {
 		return ifLocal
 	}
 	return otherwise
-}
-
-// ranges are a Service's load-balancer source ranges by family.
-type ranges struct {
-	set bool // the Service has source ranges at all
-	v4  []netip.Prefix
-	v6  []netip.Prefix
-	all map[Family]bool // a range covers the whole family
-}
-
-func sourceRanges(svc *v1.Service) ranges {
-	list := svc.Spec.LoadBalancerSourceRanges
-	if len(list) == 0 {
-		if ann := strings.TrimSpace(svc.Annotations[AnnotationSourceRanges]); ann != "" {
-			list = strings.Split(ann, ",")
-		}
-	}
-	r := ranges{all: map[Family]bool{}}
-	seen := map[netip.Prefix]bool{}
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		r.set = true
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			continue
-		}
-		if p.Addr().Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-		}
-		p = p.Masked()
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		f := FamilyOf(p.Addr())
-		switch {
-		case p.Bits() == 0:
-			r.all[f] = true
-		case f == IPv4:
-			r.v4 = append(r.v4, p)
-		default:
-			r.v6 = append(r.v6, p)
-		}
-	}
-	return r
-}
-
-// of returns the family's ranges and whether traffic of that family must be filtered: a
-// Service with source ranges filters every family unless a range covers all of it (a
-// family without ranges of its own then admits no source but the always-allowed ones).
-func (r ranges) of(f Family) ([]netip.Prefix, bool) {
-	if !r.set || r.all[f] {
-		return nil, false
-	}
-	if f == IPv4 {
-		return r.v4, true
-	}
-	return r.v6, true
-}
-
-func containsAny(ps []netip.Prefix, addrs []netip.Addr) bool {
-	for _, p := range ps {
-		for _, a := range addrs {
-			if p.Contains(a.Unmap()) {
-				return true
-			}
-		}
-	}
-	return false
 }

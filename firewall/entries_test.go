@@ -233,7 +233,7 @@ func TestServiceEntries(t *testing.T) {
 	}, {
 		name: "source ranges from the annotation when the field is empty",
 		svc: service(lbType("203.0.113.7"), func(s *v1.Service) {
-			s.Annotations = map[string]string{AnnotationSourceRanges: "198.51.100.0/24, 198.51.101.0/24"}
+			s.Annotations = map[string]string{proxy.AnnotationSourceRanges: "198.51.100.0/24, 198.51.101.0/24"}
 		}),
 		st: state([]string{"203.0.113.7"}, "TCP 203.0.113.7:80 ->"),
 		want: []string{

@@ -15,6 +15,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 var _ controller.Firewall = (*Proxy)(nil)
@@ -88,7 +89,7 @@ func (p *Proxy) SetNodeIPs(ips []netip.Addr) {
 	}
 	p.nodeIPs = next
 	for name, in := range p.inputs {
-		if r := sourceRanges(in.svc); r.set {
+		if r := proxy.SourceRangesOf(in.svc); r.Set {
 			p.dirty[name] = true
 		}
 	}

@@ -237,7 +237,7 @@ func renderService(svc *corev1.Service, st *model.ServiceState, f family, rc *re
 
 	r := &svcRules{}
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-	ranges := sourceRanges(svc)
+	ranges := proxy.SourceRangesOf(svc)
 	for _, pk := range keys {
 		vses := groups[pk]
 		sort.Slice(vses, func(i, j int) bool { return model.VSKeyLess(vses[i].Key, vses[j].Key) })
@@ -321,7 +321,7 @@ func sortedReals(vs *model.VirtualServer) []model.RSKey {
 	return slices.Compact(out)
 }
 
-func (pr *portRenderer) render(ranges sourceRangeSet) {
+func (pr *portRenderer) render(ranges proxy.SourceRanges) {
 	var clusterVS *kindVS
 	var extVSes []kindVS
 	for i := range pr.vses {
@@ -406,7 +406,7 @@ func (pr *portRenderer) render(ranges sourceRangeSet) {
 
 	// filter: source ranges of load-balancer IPs.
 	fw := false
-	if pre, filtered := ranges.of(pr.f); filtered {
+	if pre, filtered := ranges.Of(pr.f == v6); filtered {
 		var lbIPs []netip.Addr
 		for _, kv := range extVSes {
 			if kv.kind == kindLB {
@@ -421,7 +421,7 @@ func (pr *portRenderer) render(ranges sourceRangeSet) {
 			}
 			// When a range admits one of the node's own addresses, the node may also reach
 			// the load balancer with the load-balancer IP as its source.
-			if containsAny(pre, pr.rc.nodeIPs) {
+			if proxy.ContainsAny(pre, pr.rc.nodeIPs) {
 				for _, a := range lbIPs {
 					rules = append(rules, join("-s "+hostPrefix(a), comment(pr.label+" the node itself, from the load-balancer IP"), "-j RETURN"))
 				}
@@ -597,76 +597,10 @@ func (d dispatchRule) addLine() string {
 	return "-A " + d.chain + " " + d.spec
 }
 
-// annotationSourceRanges is the older way to give load-balancer source ranges; it counts
-// only when spec.loadBalancerSourceRanges is empty.
-const annotationSourceRanges = "service.beta.kubernetes.io/load-balancer-source-ranges"
-
-// sourceRangeSet is a Service's load-balancer source ranges by family.
-type sourceRangeSet struct {
-	set      bool // the Service has source ranges at all
-	byFamily [2][]netip.Prefix
-	all      [2]bool // a range covers the whole family
-}
-
-func sourceRanges(svc *corev1.Service) sourceRangeSet {
-	list := svc.Spec.LoadBalancerSourceRanges
-	if len(list) == 0 {
-		if ann := strings.TrimSpace(svc.Annotations[annotationSourceRanges]); ann != "" {
-			list = strings.Split(ann, ",")
-		}
-	}
-	var r sourceRangeSet
-	seen := map[netip.Prefix]bool{}
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		r.set = true
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			continue
-		}
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p)).Masked()
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		f := familyOf(p.Addr())
-		if p.Bits() == 0 {
-			r.all[f] = true
-			continue
-		}
-		r.byFamily[f] = append(r.byFamily[f], p)
-	}
-	return r
-}
-
-// of returns the family's ranges and whether its load-balancer traffic is filtered: a
-// Service with source ranges filters every family unless a range covers all of it; a
-// family without ranges of its own then admits no one.
-func (r sourceRangeSet) of(f family) ([]netip.Prefix, bool) {
-	if !r.set || r.all[f] {
-		return nil, false
-	}
-	return r.byFamily[f], true
-}
-
 func hasFamily(addrs map[netip.Addr]bool, f family) bool {
 	for a := range addrs {
 		if familyOf(a) == f {
 			return true
-		}
-	}
-	return false
-}
-
-func containsAny(ps []netip.Prefix, addrs []netip.Addr) bool {
-	for _, p := range ps {
-		for _, a := range addrs {
-			if p.Contains(a.Unmap()) {
-				return true
-			}
 		}
 	}
 	return false
