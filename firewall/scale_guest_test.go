@@ -5,15 +5,12 @@ package firewall_test
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,19 +22,8 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
-
-func enterNewNetns(t *testing.T) {
-	t.Helper()
-	before, _ := os.Readlink("/proc/thread-self/ns/net")
-	runtime.LockOSThread() // never unlocked: the thread ends with the test
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("unshare(CLONE_NEWNET): %v", err)
-	}
-	if after, _ := os.Readlink("/proc/thread-self/ns/net"); after == before {
-		t.Fatal("still in the original network namespace")
-	}
-}
 
 var (
 	nodeV4 = netip.MustParseAddr("192.168.1.10")
@@ -155,7 +141,7 @@ func ourRules(t *testing.T) string {
 // one-Service change costs a handful of ipset writes and no iptables process.
 func TestGuestRulesConstantFor2000Services(t *testing.T) {
 	guestutil.RequireGuest(t)
-	enterNewNetns(t)
+	netnstest.EnterNew(t)
 	cfg := firewall.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, NodeIPs: []netip.Addr{nodeV4, nodeV6}}
 	pcfg := &proxy.Config{DefaultScheduler: "rr", NodeName: "node-a", NodeIPs: []netip.Addr{nodeV4, nodeV6}}
 	k, err := ipset.NewKernel()

@@ -23,6 +23,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
 func sh(t *testing.T, name string, args ...string) string {
@@ -110,7 +111,7 @@ func isTimeout(err error) bool {
 // under a DROP input policy.
 func TestGuestTrafficBehaviours(t *testing.T) {
 	guestutil.RequireGuest(t)
-	enterNewNetns(t)
+	netnstest.EnterNew(t)
 	sh(t, "ip", "link", "set", "lo", "up")
 	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
 	guestutil.WriteSysctl(t, "net.ipv4.vs.conntrack", "1")

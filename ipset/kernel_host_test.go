@@ -4,7 +4,7 @@ package ipset
 
 import "testing"
 
-// On the host these run in a network namespace each test creates (see enterNewNetns); the
+// On the host these run in a network namespace each test creates (netnstest.EnterNew); the
 // host's own namespace is never touched. The same tests run in the guest (kernel_guest_test.go).
 
 func TestHostKernelEverySetType(t *testing.T)           { testKernelEverySetType(t) }

@@ -7,43 +7,20 @@ package ipset
 import (
 	"errors"
 	"net/netip"
-	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
-
-// enterNewNetns moves the calling goroutine's thread into a new, empty network namespace
-// for the rest of the test. The thread stays locked, so when the test's goroutine ends the
-// runtime ends the thread with it; nothing else ever runs in that namespace. It fails (never
-// skips) when the namespace cannot be made, and refuses to go on in the original one.
-func enterNewNetns(t *testing.T) {
-	t.Helper()
-	before, err := os.Readlink("/proc/thread-self/ns/net")
-	if err != nil {
-		t.Fatalf("read own network namespace: %v", err)
-	}
-	runtime.LockOSThread() // never unlocked: see above
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("unshare(CLONE_NEWNET): %v (kernel tests need root: CAP_SYS_ADMIN and CAP_NET_ADMIN)", err)
-	}
-	after, err := os.Readlink("/proc/thread-self/ns/net")
-	if err != nil || after == before {
-		t.Fatalf("still in network namespace %s after unshare (%v): refusing to touch it", before, err)
-	}
-}
 
 // newKernel enters a new namespace and opens a netlink kernel there.
 func newKernel(t *testing.T) *NetlinkKernel {
 	t.Helper()
-	enterNewNetns(t)
+	netnstest.EnterNew(t)
 	k, err := NewKernel()
 	if err != nil {
 		t.Fatalf("NewKernel: %v", err)

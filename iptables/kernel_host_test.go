@@ -4,7 +4,7 @@ package iptables
 
 import "testing"
 
-// On the host these run in a network namespace each test creates (enterNewNetns); the host's
+// On the host these run in a network namespace each test creates (netnstest.EnterNew); the host's
 // own rules are never read or written. The guest runs the same tests (kernel_guest_test.go).
 
 func TestHostRenderedRulesLegacy(t *testing.T) { testBackendOnKernel(t, Legacy) }

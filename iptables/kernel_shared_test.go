@@ -4,38 +4,15 @@ package iptables
 // test creates) and the guest (kernel_guest_test.go, Debian's kernel).
 
 import (
-	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
-
-// enterNewNetns moves the calling goroutine's thread into a new, empty network namespace
-// for the rest of the test; processes it starts (the iptables tools) inherit it. The thread
-// stays locked, so the runtime ends it with the test's goroutine. It fails, never skips,
-// when the namespace cannot be made, and refuses to go on in the original one.
-func enterNewNetns(t *testing.T) {
-	t.Helper()
-	before, err := os.Readlink("/proc/thread-self/ns/net")
-	if err != nil {
-		t.Fatalf("read own network namespace: %v", err)
-	}
-	runtime.LockOSThread() // never unlocked: see above
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("unshare(CLONE_NEWNET): %v (kernel tests need root: CAP_SYS_ADMIN and CAP_NET_ADMIN)", err)
-	}
-	after, err := os.Readlink("/proc/thread-self/ns/net")
-	if err != nil || after == before {
-		t.Fatalf("still in network namespace %s after unshare (%v): refusing to touch it", before, err)
-	}
-}
 
 func sh(t *testing.T, name string, args ...string) string {
 	t.Helper()
@@ -113,7 +90,7 @@ func checkOurs(t *testing.T, family, input, save string) {
 // text costs nothing; Resync repairs a foreign rule inserted before ours and a flushed
 // chain; Cleanup removes only ours and releases the sets.
 func testBackendOnKernel(t *testing.T, b Backend) {
-	enterNewNetns(t)
+	netnstest.EnterNew(t)
 	cfg := firewall.Config{ClusterCIDRs: nil}
 	sets := makeSets(t, cfg)
 	v4, v6 := firewall.RenderRules(cfg)
@@ -168,7 +145,7 @@ func testBackendOnKernel(t *testing.T, b Backend) {
 
 // Auto picks nft on a fresh node and legacy where legacy has the rules.
 func testDetectOnKernel(t *testing.T) {
-	enterNewNetns(t)
+	netnstest.EnterNew(t)
 	if b, err := New(OSExec{}, Config{}).Backend(); err != nil || b != NFT {
 		t.Errorf("fresh namespace: %q, %v; want nft", b, err)
 	}

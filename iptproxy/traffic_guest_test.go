@@ -12,15 +12,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
@@ -28,22 +25,8 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
-
-// enterNewNetns moves the test's thread into a new network namespace for the rest of the
-// test (the iptables tools it starts inherit it); the thread stays locked and ends with
-// the test.
-func enterNewNetns(t *testing.T) {
-	t.Helper()
-	before, _ := os.Readlink("/proc/thread-self/ns/net")
-	runtime.LockOSThread()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("unshare(CLONE_NEWNET): %v", err)
-	}
-	if after, _ := os.Readlink("/proc/thread-self/ns/net"); after == before {
-		t.Fatal("still in the original network namespace")
-	}
-}
 
 func sh(t *testing.T, name string, args ...string) string {
 	t.Helper()
@@ -71,7 +54,7 @@ type bench struct {
 func newBench(t *testing.T, backend iptables.Backend) *bench {
 	t.Helper()
 	guestutil.RequireGuest(t)
-	enterNewNetns(t)
+	netnstest.EnterNew(t)
 	sh(t, "ip", "link", "set", "lo", "up")
 	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
 	guestutil.WriteSysctl(t, "net.ipv6.conf.all.forwarding", "1")
