@@ -164,19 +164,39 @@ func New(cfg Config, client kubernetes.Interface, fw Firewall, ipvs IPVS, addrs 
 	return c, nil
 }
 
-// dropManagedFields is the informers' transform: it removes what the proxy never reads
-// from cached objects.
+// dropManagedFields is the informers' transform: it removes from cached objects what the
+// proxy never reads and what is large across tens of thousands of them: managedFields,
+// kubectl's last-applied-configuration annotation (a copy of the whole object), and in
+// EndpointSlices the owner references and each endpoint's targetRef (the Pod it is) and
+// deprecatedTopology.
 func dropManagedFields(obj any) (any, error) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		if m, err := meta.Accessor(d.Obj); err == nil {
-			m.SetManagedFields(nil)
-		}
+		trim(d.Obj)
 		return d, nil
 	}
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-	}
+	trim(obj)
 	return obj, nil
+}
+
+// lastApplied is the annotation kubectl apply keeps the whole applied object in.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+func trim(obj any) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	m.SetManagedFields(nil)
+	if a := m.GetAnnotations(); a[lastApplied] != "" {
+		delete(a, lastApplied)
+	}
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		s.OwnerReferences = nil
+		for i := range s.Endpoints {
+			s.Endpoints[i].TargetRef = nil
+			s.Endpoints[i].DeprecatedTopology = nil
+		}
+	}
 }
 
 func indexSliceByService(obj any) ([]string, error) {

@@ -15,6 +15,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
@@ -148,14 +149,22 @@ func TestInitialEventsAreDeliveredBeforeTheFirstSync(t *testing.T) {
 	}
 }
 
-// The informers keep no managedFields: on a real API server they are a large part of each
-// of tens of thousands of cached objects, and the proxy never reads them.
+// The informers keep no managedFields, last-applied-configuration annotations, slice owner
+// references or endpoint targetRefs: on a real API server they are a large part of each of
+// tens of thousands of cached objects, and the proxy never reads them. What it reads stays.
 func TestInformerCacheDropsManagedFields(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	svc := service("m", "10.96.0.9", nil)
+	svc := service("m", "10.96.0.9", map[string]string{lastApplied: `{"kind":"Service"}`, "kube-ipvs.io/scheduler": "wrr"})
 	svc.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}
 	if _, err := h.client.CoreV1().Services("ns").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sl := slice("m", "m-1", "10.244.0.1")
+	sl.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "m", UID: "u"}}
+	sl.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "m-abc"}
+	sl.Endpoints[0].NodeName = ptr.To("node-a")
+	if _, err := h.client.DiscoveryV1().EndpointSlices("ns").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitDirty("m")
@@ -163,11 +172,28 @@ func TestInformerCacheDropsManagedFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.ManagedFields) != 0 {
-		t.Fatalf("cached Service keeps %d managedFields entries", len(got.ManagedFields))
+	if len(got.ManagedFields) != 0 || got.Annotations[lastApplied] != "" {
+		t.Fatalf("cached Service keeps %d managedFields entries, last-applied %q", len(got.ManagedFields), got.Annotations[lastApplied])
 	}
-	if got.Spec.ClusterIP != "10.96.0.9" {
-		t.Fatalf("cached Service lost its spec: %+v", got.Spec)
+	if got.Spec.ClusterIP != "10.96.0.9" || got.Annotations["kube-ipvs.io/scheduler"] != "wrr" {
+		t.Fatalf("cached Service lost what the proxy reads: %+v %v", got.Spec, got.Annotations)
+	}
+	var cached *discoveryv1.EndpointSlice
+	for deadline := time.Now().Add(5 * time.Second); cached == nil && time.Now().Before(deadline); {
+		if o, ok, _ := h.c.slices.GetByKey("ns/m-1"); ok {
+			cached = o.(*discoveryv1.EndpointSlice)
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if cached == nil {
+		t.Fatal("the EndpointSlice never reached the cache")
+	}
+	if len(cached.OwnerReferences) != 0 || cached.Endpoints[0].TargetRef != nil {
+		t.Fatalf("cached EndpointSlice keeps owner references %v or targetRef %v", cached.OwnerReferences, cached.Endpoints[0].TargetRef)
+	}
+	if cached.Endpoints[0].Addresses[0] != "10.244.0.1" || cached.Endpoints[0].NodeName == nil || *cached.Endpoints[0].NodeName != "node-a" {
+		t.Fatalf("cached EndpointSlice lost what the proxy reads: %+v", cached.Endpoints[0])
 	}
 }
 
