@@ -229,12 +229,26 @@ func (r *runner) coldStart(ctx context.Context) error {
 		return fmt.Errorf("the controller stopped: %v", err)
 	default:
 	}
-	if err := r.waitKernel(func() (bool, error) { return r.ctl.Stats().TotalSyncs >= 1, nil }, 20*time.Millisecond); err != nil {
+	// The first sync's own figures: Stats tells the latest sync, so they are taken as soon
+	// as it is the first.
+	var firstSync controller.Stats
+	if err := r.waitKernel(func() (bool, error) {
+		st := r.ctl.Stats()
+		if st.TotalSyncs == 1 {
+			firstSync = st
+		}
+		return st.TotalSyncs >= 1, nil
+	}, 20*time.Millisecond); err != nil {
 		return fmt.Errorf("cold start: the first sync did not end: %w", err)
 	}
 	took := time.Since(start)
 	r.res.ColdStartCPU = readCPU().since(cpu0)
 	st := r.settle()
+	if firstSync.TotalSyncs == 1 {
+		st = firstSync
+	} else {
+		r.log("cold start: a second sync ended before the first one's figures were read; those below are the latest sync's")
+	}
 	ph := st.Phases
 	r.res.ColdStart = Sample{Seconds: took.Seconds(), Writes: diff(r.writes(), before), SyncSeconds: st.Duration.Seconds(), PhaseSeconds: phaseSeconds(ph)}
 	r.log("cold start: %.2fs, writes %v (first full sync %.2fs: build %.1fs, firewall %.1fs, addresses %.1fs, ipvs %.1fs)", took.Seconds(), r.res.ColdStart.Writes, st.Duration.Seconds(),

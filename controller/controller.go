@@ -119,10 +119,10 @@ func New(cfg Config, client kubernetes.Interface, fw Firewall, ipvs IPVS, addrs 
 		state: newDesiredState(), unavailable: map[string]bool{}, problems: map[model.ServiceName]string{},
 		obs: obs, triggers: map[model.ServiceName][]string{}, healthErr: map[model.ServiceName]string{},
 	}
-	// Cached objects drop their managedFields: the proxy never reads them, and on a real
-	// API server they are a large share of every object (tens of thousands of Services and
-	// EndpointSlices are held in memory).
-	c.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
+	// Cached objects drop what the proxy never reads (trimCached): on a real API server it is
+	// a large share of every object, and tens of thousands of Services and EndpointSlices
+	// are held in memory.
+	c.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trimCached))
 	svcInf := c.factory.Core().V1().Services()
 	sliceInf := c.factory.Discovery().V1().EndpointSlices()
 	c.services = svcInf.Lister()
@@ -133,7 +133,7 @@ func New(cfg Config, client kubernetes.Interface, fw Firewall, ipvs IPVS, addrs 
 	// Only this node's object: a node never needs the other thousands.
 	c.nodeFactory = informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + cfg.NodeName }),
-		informers.WithTransform(dropManagedFields))
+		informers.WithTransform(trimCached))
 	nodeInf := c.nodeFactory.Core().V1().Nodes()
 	c.nodes = nodeInf.Lister()
 
@@ -164,12 +164,12 @@ func New(cfg Config, client kubernetes.Interface, fw Firewall, ipvs IPVS, addrs 
 	return c, nil
 }
 
-// dropManagedFields is the informers' transform: it removes from cached objects what the
+// trimCached is the informers' transform: it removes from cached objects what the
 // proxy never reads and what is large across tens of thousands of them: managedFields,
 // kubectl's last-applied-configuration annotation (a copy of the whole object), and in
 // EndpointSlices the owner references and each endpoint's targetRef (the Pod it is) and
 // deprecatedTopology.
-func dropManagedFields(obj any) (any, error) {
+func trimCached(obj any) (any, error) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		trim(d.Obj)
 		return d, nil
@@ -187,9 +187,7 @@ func trim(obj any) {
 		return
 	}
 	m.SetManagedFields(nil)
-	if a := m.GetAnnotations(); a[lastApplied] != "" {
-		delete(a, lastApplied)
-	}
+	delete(m.GetAnnotations(), lastApplied)
 	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		s.OwnerReferences = nil
 		for i := range s.Endpoints {

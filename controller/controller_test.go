@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -26,7 +27,10 @@ type fakeIPVS struct {
 	writes   int
 	failNext map[model.VSKey]error
 	onResync func() // run when Resync begins
+	fwFailed int    // FirewallFailed calls
 }
+
+func (f *fakeIPVS) FirewallFailed() { f.fwFailed++ }
 
 func (f *fakeIPVS) Apply(ch map[model.VSKey]*model.VirtualServer) IPVSResult {
 	w := 0
@@ -78,6 +82,8 @@ type fakeAddrs struct {
 	writes int
 	// Hooks run by Resync before listing and after (before writing).
 	beforeResync, afterListing func()
+	// resyncErr makes Resync fail as a failed listing does: before found, writing nothing.
+	resyncErr error
 }
 
 func (f *fakeAddrs) EnsureLink() error { return nil }
@@ -101,6 +107,9 @@ func (f *fakeAddrs) Apply(bind, unbind []netip.Addr) AddrResult {
 func (f *fakeAddrs) Resync(desired map[netip.Addr]bool, found func(map[netip.Addr]bool)) AddrResult {
 	if f.beforeResync != nil {
 		f.beforeResync()
+	}
+	if f.resyncErr != nil {
+		return AddrResult{Err: f.resyncErr}
 	}
 	found(f.Bound())
 	if f.afterListing != nil {
@@ -374,6 +383,55 @@ func TestFullSyncRepairsAddressesAndIPVSAtOnce(t *testing.T) {
 	if h.ipvs.vs[vsKey("10.96.0.1", 80)] == nil || !h.addrs.bound[netip.MustParseAddr("10.96.0.1")] {
 		t.Error("Service a was not programmed")
 	}
+}
+
+// When the addresses cannot be listed, IPVS is still repaired, owning only the virtual
+// servers on addresses the proxy binds, and the sync reports the address failure.
+func TestFullSyncRepairsIPVSWhenTheAddressesCannotBeListed(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	unknown := vsKey("10.96.0.9", 80)
+	h.ipvs.vs[unknown] = &model.VirtualServer{Key: unknown, Spec: model.VSSpec{Scheduler: "rr"}}
+	h.client.CoreV1().Services("ns").Create(ctx, service("a", "10.96.0.1", nil), metav1.CreateOptions{})
+	h.waitDirty("a")
+	h.addrs.resyncErr = errors.New("listing refused")
+	err := h.c.sync(true)
+	if err == nil || !strings.Contains(err.Error(), "listing refused") {
+		t.Fatalf("sync error %v, want the address failure", err)
+	}
+	if h.ipvs.vs[vsKey("10.96.0.1", 80)] == nil {
+		t.Error("IPVS was not repaired")
+	}
+	if h.ipvs.vs[unknown] == nil {
+		t.Error("a virtual server on an address not known to be the proxy's was deleted")
+	}
+}
+
+// A failed ipset or iptables step is told to the IPVS reconciler when it listens (iptables
+// mode's UDP flow tracker must clear again after the repair).
+func TestFirewallFailureIsToldToTheIPVSReconciler(t *testing.T) {
+	h := newHarness(t)
+	h.c.fw = failingFirewall{}
+	ctx := context.Background()
+	h.client.CoreV1().Services("ns").Create(ctx, service("a", "10.96.0.1", nil), metav1.CreateOptions{})
+	h.waitDirty("a")
+	h.syncChanged()
+	if h.ipvs.fwFailed == 0 {
+		t.Fatal("the IPVS reconciler was not told that the firewall step failed")
+	}
+}
+
+// failingFirewall fails every step.
+type failingFirewall struct{}
+
+func (failingFirewall) SetNodeIPs([]netip.Addr)                                       {}
+func (failingFirewall) Stage(model.ServiceName, *corev1.Service, *model.ServiceState) {}
+func (failingFirewall) Open() FirewallResult {
+	return FirewallResult{Err: errors.New("restore failed")}
+}
+func (failingFirewall) Close() FirewallResult { return FirewallResult{} }
+func (failingFirewall) Resync() FirewallResult {
+	return FirewallResult{Err: errors.New("restore failed")}
 }
 
 func TestConflictingVirtualServerGoesToFirstOwnerThenMoves(t *testing.T) {

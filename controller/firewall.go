@@ -63,6 +63,9 @@ func (c *Controller) noteFirewall(r FirewallResult, st *Stats, op string) {
 	if r.Err != nil {
 		st.Errors++
 		c.log.Error("ipset or iptables step failed; a full repair follows", "err", r.Err)
+		if l, ok := c.ipvs.(FirewallFailureListener); ok {
+			l.FirewallFailed()
+		}
 		c.mu.Lock()
 		c.fullDue = true
 		c.mu.Unlock()

@@ -38,6 +38,14 @@ type IPVS interface {
 	Writes() uint64
 }
 
+// FirewallFailureListener is implemented by an IPVS reconciler that must hear when an ipset
+// or iptables step failed (iptables mode's stand-in, whose conntrack clearing only holds
+// once the rules it reported for are in place: the repair that follows a failure must
+// clear again).
+type FirewallFailureListener interface {
+	FirewallFailed()
+}
+
 // Conntrack deletes connection-tracking entries (package conntrack).
 type Conntrack interface {
 	ClearRealServer(vs model.VSKey, rs model.RSKey) (uint, error)

@@ -152,7 +152,7 @@ func TestInitialEventsAreDeliveredBeforeTheFirstSync(t *testing.T) {
 // The informers keep no managedFields, last-applied-configuration annotations, slice owner
 // references or endpoint targetRefs: on a real API server they are a large part of each of
 // tens of thousands of cached objects, and the proxy never reads them. What it reads stays.
-func TestInformerCacheDropsManagedFields(t *testing.T) {
+func TestInformerCacheDropsWhatTheProxyNeverReads(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	svc := service("m", "10.96.0.9", map[string]string{lastApplied: `{"kind":"Service"}`, "kube-ipvs.io/scheduler": "wrr"})

@@ -22,17 +22,29 @@ import (
 //
 // The first Resync only learns: what the rules held before a restart is not known, and
 // clearing every UDP flow of the node on each restart would move established flows.
+//
+// A flow cleared while the rules still send it the old way (their restore failed) is
+// recreated the old way by its next packet. So after FirewallFailed the next Resync, which
+// the controller runs after repairing the rules, reports again what was reported since the
+// previous Resync.
 type UDPFlows struct {
 	mu      sync.Mutex
-	reals   map[model.VSKey]map[model.RSKey]struct{} // UDP virtual servers with endpoints
+	reals   map[model.VSKey]map[model.RSKey]uint32 // UDP virtual servers with endpoints (read-only maps)
 	learned bool
+	// Reported since the last Resync, and whether a firewall step failed meanwhile.
+	removedSince []controller.RealServerRef
+	firstSince   []model.VSKey
+	replay       bool
 }
 
-var _ controller.IPVS = (*UDPFlows)(nil)
+var (
+	_ controller.IPVS                    = (*UDPFlows)(nil)
+	_ controller.FirewallFailureListener = (*UDPFlows)(nil)
+)
 
 // NewUDPFlows returns an empty UDPFlows.
 func NewUDPFlows() *UDPFlows {
-	return &UDPFlows{reals: map[model.VSKey]map[model.RSKey]struct{}{}}
+	return &UDPFlows{reals: map[model.VSKey]map[model.RSKey]uint32{}}
 }
 
 // Apply records the changed virtual servers (nil: gone) and reports the flows to clear.
@@ -43,36 +55,49 @@ func (u *UDPFlows) Apply(changes map[model.VSKey]*model.VirtualServer) controlle
 	for _, key := range sortedUDPKeys(changes) {
 		u.set(key, changes[key], &res, true)
 	}
+	u.removedSince = append(u.removedSince, res.RemovedUDP...)
+	u.firstSince = append(u.firstSince, res.FirstUDPReals...)
 	return res
+}
+
+// FirewallFailed makes the next Resync report again what was reported since the last one.
+func (u *UDPFlows) FirewallFailed() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.replay = true
 }
 
 // Resync records desired as the whole state: virtual servers it lacks are gone.
 func (u *UDPFlows) Resync(desired map[model.VSKey]*model.VirtualServer, _ func(model.VSKey) bool) controller.IPVSResult {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	changes := make(map[model.VSKey]*model.VirtualServer, len(desired))
+	changes := make(map[model.VSKey]*model.VirtualServer, len(u.reals))
 	for key := range u.reals {
 		changes[key] = nil
 	}
 	for key, vs := range desired {
-		changes[key] = vs
+		if key.Proto == model.UDP {
+			changes[key] = vs
+		}
 	}
 	res := controller.IPVSResult{}
+	if u.replay {
+		res.RemovedUDP = append(res.RemovedUDP, u.removedSince...)
+		res.FirstUDPReals = append(res.FirstUDPReals, u.firstSince...)
+	}
 	for _, key := range sortedUDPKeys(changes) {
 		u.set(key, changes[key], &res, u.learned)
 	}
-	u.learned = true
+	u.learned, u.replay = true, false
+	u.removedSince, u.firstSince = nil, nil
 	return res
 }
 
 func (u *UDPFlows) set(key model.VSKey, vs *model.VirtualServer, res *controller.IPVSResult, report bool) {
 	old := u.reals[key]
-	var now map[model.RSKey]struct{}
+	var now map[model.RSKey]uint32
 	if vs != nil && len(vs.Reals) > 0 {
-		now = make(map[model.RSKey]struct{}, len(vs.Reals))
-		for rs := range vs.Reals {
-			now[rs] = struct{}{}
-		}
+		now = vs.Reals // read-only (model.VirtualServer): kept, not copied
 	}
 	if report {
 		var gone []model.RSKey

@@ -71,3 +71,28 @@ func TestUDPFlowsReportWhatIPVSModeClears(t *testing.T) {
 		t.Fatal("UDPFlows claims kernel writes or draining")
 	}
 }
+
+// When writing the rules failed, the flows cleared meanwhile may have been recreated the
+// old way: the Resync of the repair reports them again, and only then.
+func TestUDPFlowsReplayAfterAFirewallFailure(t *testing.T) {
+	dns := "10.96.0.53:53"
+	key := udpVS(dns).Key
+	u := NewUDPFlows()
+	u.Resync(flows(udpVS(dns, "10.244.0.1:5353", "10.244.0.2:5353")), nil)
+	want := fmt.Sprintf("[{%v 10.244.0.1:5353}]", key)
+
+	u.Apply(flows(udpVS(dns, "10.244.0.2:5353")))
+	if res := u.Resync(flows(udpVS(dns, "10.244.0.2:5353")), nil); len(res.RemovedUDP) != 0 {
+		t.Fatalf("a repair without a firewall failure reported %v again", res.RemovedUDP)
+	}
+
+	u.Apply(flows(udpVS(dns, "10.244.0.1:5353", "10.244.0.2:5353")))
+	u.Apply(flows(udpVS(dns, "10.244.0.2:5353")))
+	u.FirewallFailed()
+	if res := u.Resync(flows(udpVS(dns, "10.244.0.2:5353")), nil); fmt.Sprint(res.RemovedUDP) != want {
+		t.Fatalf("the repair after a firewall failure reported %v, want %s", res.RemovedUDP, want)
+	}
+	if res := u.Resync(flows(udpVS(dns, "10.244.0.2:5353")), nil); len(res.RemovedUDP) != 0 {
+		t.Fatalf("the next repair reported %v again", res.RemovedUDP)
+	}
+}

@@ -87,7 +87,8 @@ type VirtualServer struct {
 	Key  VSKey
 	Spec VSSpec
 	// Reals maps each real server to its weight. The virtual servers of one Service port
-	// (its ClusterIP, NodePorts, external IPs) share one map: it is read-only once built.
+	// that have the same address family and traffic policy (say, its external IPs and
+	// NodePorts) share one map: it is read-only once built.
 	// At 50,000 Services a copy per virtual server cost tens of MiB.
 	Reals map[RSKey]uint32
 	// PortName is the Service port's name, for metrics labels; not part of the kernel state.

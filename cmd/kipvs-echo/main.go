@@ -3,7 +3,7 @@
 // requests to an address and counts which names answered. It is not part of the proxy.
 //
 //	kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT] [--who]
-//	kipvs-echo ask [--udp] [--count N] [--summary] HOST:PORT
+//	kipvs-echo ask [--udp [--source-port P]] [--count N] [--summary] HOST:PORT
 package main
 
 import (

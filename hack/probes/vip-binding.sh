@@ -15,6 +15,7 @@ gen() { # gen VERB SUFFIX: one ip-batch line per VIP
 }
 gen "addr add" "" >/tmp/addrs.batch
 gen "route add local" " table local" >/tmp/routes.batch
+trap 'ip netns del probe 2>/dev/null || true' EXIT
 for what in addrs routes; do
   ip netns add probe
   ip netns exec probe ip link add d0 type dummy
@@ -29,7 +30,7 @@ done
 ip netns add x
 ip netns add c
 ip netns add b
-trap 'kill "$server" 2>/dev/null || true; ip netns del x; ip netns del c; ip netns del b' EXIT
+trap 'kill "${server:-}" 2>/dev/null || true; for ns in x c b; do ip netns del "$ns" 2>/dev/null || true; done' EXIT
 ip netns exec x sysctl -qw net.ipv4.ip_forward=1 net.ipv4.vs.conntrack=1
 ip netns exec x ip link add d0 type dummy
 ip netns exec x ip link set d0 up
