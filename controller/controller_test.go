@@ -172,13 +172,21 @@ type harness struct {
 }
 
 func newHarness(t *testing.T) *harness {
-	h := &harness{t: t, client: fake.NewClientset(),
+	return startHarness(t, fake.NewClientset(), Observers{})
+}
+
+// startHarness builds the controller over client with fake kernel reconcilers and the given
+// observers (a FakeRecorder for Events), and starts its informers: when it returns, every
+// object client held is marked changed, and nothing is synced yet.
+func startHarness(t *testing.T, client *fake.Clientset, obs Observers) *harness {
+	t.Helper()
+	h := &harness{t: t, client: client,
 		ipvs:     &fakeIPVS{vs: map[model.VSKey]*model.VirtualServer{}, failNext: map[model.VSKey]error{}},
 		addrs:    &fakeAddrs{bound: map[netip.Addr]bool{}},
 		recorder: record.NewFakeRecorder(100)}
-	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, MinSyncPeriod: 0, NodePortMin: 30000, NodePortMax: 32767}
+	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, NodePortMin: 30000, NodePortMax: 32767}
 	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
-	c, err := New(cfg, h.client, nil, h.ipvs, h.addrs, nil, hostAddrs, h.recorder, Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(cfg, h.client, nil, h.ipvs, h.addrs, nil, hostAddrs, h.recorder, obs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -43,25 +41,11 @@ func scaleHarness(t *testing.T, n int) *harness {
 			t.Fatal(err)
 		}
 	}
-	h := &harness{t: t, client: client,
-		ipvs:  &fakeIPVS{vs: map[model.VSKey]*model.VirtualServer{}, failNext: map[model.VSKey]error{}},
-		addrs: &fakeAddrs{bound: map[netip.Addr]bool{}}}
 	ph := healthcheck.NewProxyHealth(time.Hour)
 	sh := healthcheck.NewServiceHealth(ph.Live)
 	t.Cleanup(sh.Close)
-	obs := Observers{Metrics: metrics.New(metrics.WithoutRuntimeMetrics()), ProxyHealth: ph, ServiceHealth: sh}
-	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, NodePortMin: 30000, NodePortMax: 32767}
-	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
-	c, err := New(cfg, client, nil, h.ipvs, h.addrs, nil, hostAddrs, nil, obs, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.c = c
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := c.start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	h := startHarness(t, client, Observers{Metrics: metrics.New(metrics.WithoutRuntimeMetrics()), ProxyHealth: ph, ServiceHealth: sh})
+	c := h.c
 	if err := c.sync(true); err != nil {
 		t.Fatal(err)
 	}
@@ -121,17 +105,7 @@ func TestInitialEventsAreDeliveredBeforeTheFirstSync(t *testing.T) {
 		_ = client.Tracker().Add(svc)
 		_ = client.Tracker().Add(sl)
 	}
-	c, err := New(Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour}, client, nil,
-		&fakeIPVS{vs: map[model.VSKey]*model.VirtualServer{}}, &fakeAddrs{bound: map[netip.Addr]bool{}}, nil,
-		func() ([]netip.Addr, error) { return nil, nil }, nil, Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := c.start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startHarness(t, client, Observers{}).c
 	c.mu.Lock()
 	got := len(c.dirty)
 	c.mu.Unlock()
