@@ -223,6 +223,20 @@ func (h *harness) waitDirty(name string) {
 	h.t.Fatalf("Service ns/%s was never marked changed", name)
 }
 
+// waitSlice waits until the informer cache holds the EndpointSlice ns/name, and returns it.
+func (h *harness) waitSlice(name string) *discoveryv1.EndpointSlice {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if o, ok, _ := h.c.slices.GetByKey("ns/" + name); ok {
+			return o.(*discoveryv1.EndpointSlice)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.t.Fatalf("EndpointSlice ns/%s never reached the informer cache", name)
+	return nil
+}
+
 func vsKey(ip string, port uint16) model.VSKey {
 	return model.VSKey{Addr: netip.MustParseAddr(ip), Proto: model.TCP, Port: port}
 }
@@ -235,6 +249,7 @@ func TestFullSyncThenNoOpAndIncrementalChanges(t *testing.T) {
 	h.client.CoreV1().Services("ns").Create(ctx, service("b", "10.96.0.2", nil), metav1.CreateOptions{})
 	h.waitDirty("a")
 	h.waitDirty("b")
+	h.waitSlice("a-1") // a's mark may come from its Service alone
 
 	if err := h.c.sync(true); err != nil {
 		t.Fatal(err)

@@ -152,17 +152,7 @@ func TestInformerCacheDropsWhatTheProxyNeverReads(t *testing.T) {
 	if got.Spec.ClusterIP != "10.96.0.9" || got.Annotations["kube-ipvs.io/scheduler"] != "wrr" {
 		t.Fatalf("cached Service lost what the proxy reads: %+v %v", got.Spec, got.Annotations)
 	}
-	var cached *discoveryv1.EndpointSlice
-	for deadline := time.Now().Add(5 * time.Second); cached == nil && time.Now().Before(deadline); {
-		if o, ok, _ := h.c.slices.GetByKey("ns/m-1"); ok {
-			cached = o.(*discoveryv1.EndpointSlice)
-		} else {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	if cached == nil {
-		t.Fatal("the EndpointSlice never reached the cache")
-	}
+	cached := h.waitSlice("m-1")
 	if len(cached.OwnerReferences) != 0 || cached.Endpoints[0].TargetRef != nil {
 		t.Fatalf("cached EndpointSlice keeps owner references %v or targetRef %v", cached.OwnerReferences, cached.Endpoints[0].TargetRef)
 	}
