@@ -539,34 +539,35 @@ func (c *Controller) proxyConfig() *proxy.Config {
 	return &proxy.Config{
 		DefaultScheduler:      c.cfg.DefaultScheduler,
 		UnavailableSchedulers: c.unavailable,
+		NoSchedulers:          c.cfg.NoSchedulers,
 		NodeName:              c.cfg.NodeName,
 		NodeZone:              c.nodeZone,
 		NodeIPs:               c.nodeIPs,
 	}
 }
 
-// build computes one Service's desired state and raises its Problems as Events (only when
-// they change, so a standing problem does not flood the API server).
-func (c *Controller) build(name model.ServiceName, pcfg *proxy.Config) *model.ServiceState {
+// recompute builds one Service's desired state, resolves it against the other Services'
+// (a virtual server another Service owns is taken out of it, with a Problem naming that
+// Service), and only then gives the resolved state to the firewall and reports its
+// Problems: a Service that lost a conflict must write nothing for what it lost, and be told.
+func (c *Controller) recompute(name model.ServiceName, pcfg *proxy.Config) change {
+	svc, st := c.build(name, pcfg)
+	ch := c.updateState(name, st)
+	c.stage(name, st)
+	if st == nil {
+		delete(c.problems, name)
+	} else {
+		c.reportProblems(svc, name, st)
+	}
+	return ch
+}
+
+// build computes one Service's desired state (nil: gone, or not the proxy's to handle).
+func (c *Controller) build(name model.ServiceName, pcfg *proxy.Config) (*corev1.Service, *model.ServiceState) {
 	svc, err := c.services.Services(name.Namespace).Get(name.Name)
 	if err != nil {
-		delete(c.problems, name)
-		c.stage(name, nil, nil)
-		return nil
+		return nil, nil
 	}
-	st := c.buildFrom(name, svc, pcfg)
-	c.stage(name, svc, st)
-	return st
-}
-
-// stage tells the firewall about a Service's new desired state.
-func (c *Controller) stage(name model.ServiceName, svc *corev1.Service, st *model.ServiceState) {
-	if c.fw != nil {
-		c.fw.Stage(name, svc, st)
-	}
-}
-
-func (c *Controller) buildFrom(name model.ServiceName, svc *corev1.Service, pcfg *proxy.Config) *model.ServiceState {
 	objs, _ := c.slices.ByIndex(sliceByService, name.Namespace+"/"+name.Name)
 	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 	for _, o := range objs {
@@ -574,11 +575,16 @@ func (c *Controller) buildFrom(name model.ServiceName, svc *corev1.Service, pcfg
 	}
 	st := proxy.BuildService(svc, slices, pcfg)
 	if st == nil {
-		delete(c.problems, name)
-		return nil
+		return nil, nil
 	}
-	c.reportProblems(svc, name, st)
-	return st
+	return svc, st
+}
+
+// stage tells the firewall about a Service's new resolved desired state.
+func (c *Controller) stage(name model.ServiceName, st *model.ServiceState) {
+	if c.fw != nil {
+		c.fw.Stage(name, st)
+	}
 }
 
 func (c *Controller) reportProblems(svc *corev1.Service, name model.ServiceName, st *model.ServiceState) {
@@ -610,7 +616,7 @@ func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, retryVS map[m
 	vsChanges := map[model.VSKey]*model.VirtualServer{}
 	var bind, unbind []netip.Addr
 	for _, name := range sortedNames(dirty) {
-		ch := c.updateState(name, c.build(name, pcfg))
+		ch := c.recompute(name, pcfg)
 		for k, v := range ch.vs {
 			vsChanges[k] = v
 		}
@@ -677,12 +683,13 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 	}
 	for name := range c.state.services {
 		if !seen[name] {
-			c.stage(name, nil, nil)
 			c.updateState(name, nil)
+			c.stage(name, nil)
+			delete(c.problems, name)
 		}
 	}
 	for _, name := range sortedNames(seen) {
-		for _, r := range c.updateState(name, c.build(name, pcfg)).requeue {
+		for _, r := range c.recompute(name, pcfg).requeue {
 			c.markDirtyLater(r)
 		}
 	}
