@@ -76,6 +76,7 @@ type Controller struct {
 	unavailable map[string]bool
 	problems    map[model.ServiceName]string
 	nodeIPs     []netip.Addr
+	hostAddrSet map[netip.Addr]bool // every address of the node's interfaces but kube-ipvs0's
 	nodeZone    string
 	stats       Stats
 }
@@ -509,29 +510,34 @@ func (c *Controller) logVSError(k model.VSKey, e error) {
 	c.log.Error("programming a virtual server failed; will retry", "service", owner, "virtual_server", k, "err", e)
 }
 
-// refreshNode reads the zone and the node IPs for NodePort virtual servers.
+// refreshNode reads the zone, the node's own addresses (which no Service may take) and the
+// node IPs for NodePort virtual servers.
 func (c *Controller) refreshNode() error {
 	c.nodeZone = ""
 	node, nerr := c.nodes.Get(c.cfg.NodeName)
 	if nerr == nil {
 		c.nodeZone = node.Labels[corev1.LabelTopologyZone]
 	}
-	if c.cfg.NodePortPrimary {
-		c.nodeIPs = nil
-		if node != nil {
-			for _, a := range node.Status.Addresses {
-				if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
-					c.nodeIPs = append(c.nodeIPs, ip.Unmap())
-				}
-			}
-		}
-		return nil
-	}
 	host, err := c.hostAddrs()
 	if err != nil {
 		return fmt.Errorf("listing the node's addresses: %w", err)
 	}
-	c.nodeIPs = proxy.NodePortAddresses(c.cfg.NodePortAddresses, host, c.addrs.Bound())
+	c.hostAddrSet = make(map[netip.Addr]bool, len(host))
+	for _, a := range host {
+		c.hostAddrSet[a.WithZone("").Unmap()] = true
+	}
+	if !c.cfg.NodePortPrimary {
+		c.nodeIPs = proxy.NodePortAddresses(c.cfg.NodePortAddresses, host)
+		return nil
+	}
+	c.nodeIPs = nil
+	if node != nil {
+		for _, a := range node.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+				c.nodeIPs = append(c.nodeIPs, ip.Unmap())
+			}
+		}
+	}
 	return nil
 }
 
@@ -543,6 +549,7 @@ func (c *Controller) proxyConfig() *proxy.Config {
 		NodeName:              c.cfg.NodeName,
 		NodeZone:              c.nodeZone,
 		NodeIPs:               c.nodeIPs,
+		HostAddrs:             c.hostAddrSet,
 	}
 }
 

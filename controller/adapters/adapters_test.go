@@ -198,3 +198,61 @@ func TestConflictLoserWritesNothing(t *testing.T) {
 		return slices.Equal(ranges(), []string{"203.0.113.7,tcp:80,0.0.0.0/1"})
 	})
 }
+
+// An externalIP that is the node's own address keeps its virtual server, but is neither
+// bound to kube-ipvs0 nor put into the VIP filter, and does not stop the node address from
+// carrying NodePorts; a link-local one (the pods' gateway) gets nothing at all.
+func TestNodeAddressIsNeverTaken(t *testing.T) {
+	node := netip.MustParseAddr("192.168.1.10")
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "evil"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.9", ExternalIPs: []string{"192.168.1.10", "169.254.1.1"},
+			Ports: []corev1.ServicePort{{Name: "ssh", Protocol: corev1.ProtocolTCP, Port: 22, NodePort: 30022}}},
+	}
+	other, _ := svc(1)
+	other.Spec.Type = corev1.ServiceTypeNodePort
+	other.Spec.Ports[0].NodePort = 30080
+	client := fake.NewClientset(s, other)
+	ipvsK, nl, setsK := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink(), ipset.NewFakeKernel()
+	fw := NewFirewallWith(firewall.Config{IPv4: true}, ipset.New(setsK), iptables.New(iptables.NewFakeExec(), iptables.Config{Backend: iptables.Backend("nft")}))
+	recorder := record.NewFakeRecorder(100)
+	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, NodePortMin: 30000, NodePortMax: 32767}
+	ctl, err := controller.New(cfg, client, fw, NewIPVSWith(ipvsK, 0), NewAddressesWith(dummyif.NewWithNetlink("kube-ipvs0", nl)), nil,
+		func() ([]netip.Addr, error) { return []netip.Addr{node, netip.MustParseAddr("169.254.1.1")}, nil }, recorder,
+		controller.Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []model.VSKey{{Addr: node, Proto: model.TCP, Port: 22}, {Addr: node, Proto: model.TCP, Port: 30022}, {Addr: node, Proto: model.TCP, Port: 30080}} {
+		if _, err := ipvsK.GetVirtualServer(k); err != nil {
+			t.Errorf("virtual server %s missing: %v", k, err)
+		}
+	}
+	if _, err := ipvsK.GetVirtualServer(model.VSKey{Addr: netip.MustParseAddr("169.254.1.1"), Proto: model.TCP, Port: 22}); err == nil {
+		t.Error("a virtual server on the link-local 169.254.1.1")
+	}
+	if got := nl.Addrs("kube-ipvs0"); !slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "10.96.0.9/") }) {
+		t.Errorf("kube-ipvs0 lacks the ClusterIP: %v", got)
+	}
+	if got := nl.Addrs("kube-ipvs0"); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "192.168.1.10/") || strings.HasPrefix(a, "169.254.") }) {
+		t.Errorf("kube-ipvs0 holds a node address: %v", got)
+	}
+	_, vips, _ := setsK.Get(firewall.SetVIPs)
+	if !slices.Contains(vips, "10.96.0.9") {
+		t.Errorf("the VIP filter lacks the ClusterIP: %v", vips)
+	}
+	if slices.Contains(vips, "192.168.1.10") || slices.Contains(vips, "169.254.1.1") {
+		t.Errorf("the VIP filter holds a node address: %v", vips)
+	}
+	var events []string
+	for len(recorder.Events) > 0 {
+		events = append(events, <-recorder.Events)
+	}
+	joined := strings.Join(events, "\n")
+	if !strings.Contains(joined, "ServiceAddressIsNodeAddress") || !strings.Contains(joined, "169.254.1.1") {
+		t.Errorf("no Warning Events naming the node address and the refused one: %q", events)
+	}
+}
