@@ -26,10 +26,10 @@ func TestNodePortAddresses(t *testing.T) {
 	host := addrs("192.168.1.10", "127.0.0.1", "169.254.3.4", "10.96.0.1", "::1", "fe80::1", "2001:db8::10",
 		"::ffff:192.168.1.11", "192.168.1.10", "fd00::5")
 	cases := []struct {
-		name    string
-		cidrs   []netip.Prefix
-		host    []netip.Addr
-		want    []string
+		name  string
+		cidrs []netip.Prefix
+		host  []netip.Addr
+		want  []string
 	}{{
 		name: "no cidrs: all but loopback and link-local; sorted, deduped, unmapped",
 		host: host,
@@ -42,7 +42,6 @@ func TestNodePortAddresses(t *testing.T) {
 		name:  "cidrs may select loopback explicitly",
 		cidrs: prefixes("127.0.0.0/8"), host: host,
 		want: []string{"127.0.0.1"},
-
 	}, {
 		name:  "4in6 cidr matches unmapped IPv4",
 		cidrs: prefixes("::ffff:192.168.1.0/120"), host: host,
@@ -55,7 +54,6 @@ func TestNodePortAddresses(t *testing.T) {
 		name:  "cidrs match nothing",
 		cidrs: prefixes("172.16.0.0/12"), host: host,
 		want: nil,
-
 	}, {
 		name: "zones stripped, unspecified and invalid skipped",
 		host: []netip.Addr{netip.MustParseAddr("2001:db8::1%eth0"), netip.MustParseAddr("0.0.0.0"), {}},
