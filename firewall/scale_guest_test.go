@@ -97,11 +97,16 @@ func expected(n int) map[firewall.SetName]int {
 		}
 		switch svc.Spec.Type {
 		case v1.ServiceTypeNodePort:
+			// Node ports only in the Service's own families.
 			c[firewall.SetNodePort] += ports
-			c[firewall.SetNodePort+"-6"] += ports
+			if len(svc.Spec.ClusterIPs) == 2 {
+				c[firewall.SetNodePort+"-6"] += ports
+			}
 		case v1.ServiceTypeLoadBalancer:
 			c[firewall.SetNodePortLocal] += ports
-			c[firewall.SetNodePortLocal+"-6"] += ports
+			if len(svc.Spec.ClusterIPs) == 2 {
+				c[firewall.SetNodePortLocal+"-6"] += ports
+			}
 			c[firewall.SetLoadBalancerLocal] += ports
 			c[firewall.SetLoadBalancerFW] += ports
 			c[firewall.SetLBSourceCIDR] += ports
