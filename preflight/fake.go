@@ -62,7 +62,7 @@ func NewFake() *Fake {
 		mods = append(mods, "ip_vs_"+s)
 		f.Depends["ip_vs_"+s] = []string{"ip_vs"}
 	}
-	for _, t := range SetTypes() {
+	for _, t := range modules.SetTypes() {
 		mods = append(mods, modules.ForSetType(t))
 		f.Depends[modules.ForSetType(t)] = []string{"ip_set"}
 	}

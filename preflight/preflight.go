@@ -23,7 +23,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/modules"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
@@ -160,17 +159,6 @@ const ProbeVSAddress = "198.51.100.254:1"
 // ProbeLinkName is the dummy link the dummy probe creates and removes.
 const ProbeLinkName = "kipvs-probe0"
 
-// SetTypes returns the ipset types the proxy's rules use, in first-use order.
-func SetTypes() []firewall.SetType {
-	var out []firewall.SetType
-	for _, d := range firewall.Sets(firewall.Config{}) {
-		if !slices.Contains(out, d.Type) {
-			out = append(out, d.Type)
-		}
-	}
-	return out
-}
-
 // Check runs the preflight checks and reports whether IPVS mode can run. It prints
 // nothing; `kube-ipvs run --mode=auto` calls it before choosing a mode.
 func Check(ctx context.Context, o Options) (bool, Report) {
@@ -238,20 +226,14 @@ func (r *runner) run(ctx context.Context) {
 			Fix:    "use one of " + strings.Join(proxy.Schedulers(), ", ")})
 	}
 
-	// Kernel modules. ip_vs first: the schedulers and xt_ipvs depend on it.
-	r.module(ctx, "ip_vs", true, "IPVS itself")
-	r.module(ctx, "ip_vs_"+def, true, "the default scheduler (--scheduler="+def+")")
+	// Kernel modules, in load order.
+	var others []modules.SchedulerUse
 	for _, s := range r.extraSchedulers() {
-		r.module(ctx, "ip_vs_"+s, false, "scheduler "+s+", named by "+servicesText(r.o.Services.Schedulers[s]))
+		others = append(others, modules.SchedulerUse{Name: s, NamedBy: servicesText(r.o.Services.Schedulers[s])})
 	}
-	r.module(ctx, "nf_conntrack", true, "IPVS NAT and the masquerade rules")
-	r.module(ctx, "dummy", false, "the kube-ipvs0 interface that holds the Service addresses")
-	r.module(ctx, "ip_set", true, "the ipsets behind the iptables rules")
-	for _, t := range SetTypes() {
-		r.module(ctx, modules.ForSetType(t), false, "ipset type "+string(t))
+	for _, n := range modules.ForProxy(def, others) {
+		r.module(ctx, n.Module, n.Required, n.For)
 	}
-	r.module(ctx, "xt_set", false, "iptables rules that match ipsets (-m set)")
-	r.module(ctx, "xt_ipvs", false, "iptables rules that match IPVS connections (-m ipvs)")
 
 	// Functional probes.
 	famOK := r.ipvsFamily()
@@ -259,7 +241,7 @@ func (r *runner) run(ctx context.Context) {
 	for _, s := range r.extraSchedulers() {
 		r.probeVS(s, false, famOK)
 	}
-	r.simpleProbe("ipset netlink", []string{"ip_set"}, r.d.IpsetProtocol,
+	r.simpleProbe("ipset netlink", []string{modules.IPSet}, r.d.IpsetProtocol,
 		"the ipset protocol must answer for the proxy to create its sets: load ip_set")
 	r.iptables()
 	r.dummy()
@@ -435,7 +417,7 @@ func (r *runner) absentFix(modules []string) string {
 func (r *runner) ipvsFamily() bool {
 	c := Row{Name: "ipvs netlink", Required: true}
 	defer func() { r.add(c) }()
-	mods := []string{"ip_vs"}
+	mods := []string{modules.IPVS}
 	if !r.needs(&c, mods) {
 		return false
 	}
@@ -460,7 +442,7 @@ func (r *runner) ipvsFamily() bool {
 func (r *runner) probeVS(sched string, required, famOK bool) {
 	c := Row{Name: "ipvs probe " + sched, Required: required}
 	defer func() { r.add(c) }()
-	mods := []string{"ip_vs", "ip_vs_" + sched}
+	mods := modules.ForScheduler(sched)
 	if !r.needs(&c, mods) {
 		return
 	}
@@ -531,7 +513,7 @@ func (r *runner) iptables() {
 func (r *runner) dummy() {
 	c := Row{Name: "dummy link"}
 	defer func() { r.add(c) }()
-	if !r.needs(&c, []string{"dummy"}) {
+	if !r.needs(&c, []string{modules.Dummy}) {
 		return
 	}
 	if r.d.DummyLink == nil {
@@ -540,7 +522,7 @@ func (r *runner) dummy() {
 	}
 	if err := r.d.DummyLink(ProbeLinkName); err != nil {
 		c.Status, c.Detail = Failed, "create and remove dummy link "+ProbeLinkName+": "+oneLine(err.Error())
-		c.Fix = r.absentFix([]string{"dummy"})
+		c.Fix = r.absentFix([]string{modules.Dummy})
 		if c.Fix == "" {
 			c.Fix = "run with CAP_NET_ADMIN in the host network namespace; if " + ProbeLinkName + " is left over, ip link del " + ProbeLinkName
 		}
@@ -560,7 +542,7 @@ func (r *runner) sysctlRow(s sysctl.Setting) {
 	defer func() { r.add(c) }()
 	var mods []string
 	if strings.HasPrefix(s.Name, "net.ipv4.vs.") {
-		mods = []string{"ip_vs"}
+		mods = []string{modules.IPVS}
 	}
 	if !r.needs(&c, mods) {
 		return

@@ -460,7 +460,7 @@ func TestSetTypeModules(t *testing.T) {
 		firewall.HashIPPortNet: "ip_set_hash_ipportnet", firewall.HashIP: "ip_set_hash_ip",
 		firewall.BitmapPort: "ip_set_bitmap_port",
 	}
-	types := SetTypes()
+	types := modules.SetTypes()
 	if len(types) != len(want) {
 		t.Errorf("set types %v, want %d", types, len(want))
 	}
