@@ -18,8 +18,8 @@ import (
 // encoding (internal/nlcodec, and the IPVS messages in genl_msgs_linux.go) of the few
 // messages the reconciler sends and the two dumps it reads. The socket (opened in a chosen
 // network namespace) and the family lookup are vishvananda/netlink's; moby/ipvs stays the
-// module loader, the timeouts and the per-scrape statistics, and the reference encoding
-// that the guest tests cross-check this one against (genl_cross_guest_test.go). Compared
+// timeouts and the per-scrape statistics, and the reference encoding that the guest tests
+// cross-check this one against (genl_cross_guest_test.go). Compared
 // with moby/ipvs it allocates nothing per write and asks the kernel for no socket name,
 // deadline or 64 KiB stack buffer per request, and it can queue writes and send hundreds
 // in one system call: between startBatch and flush, successful writes produce no reply at

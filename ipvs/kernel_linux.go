@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/modules"
 )
 
 // maxWeight is the largest real-server weight this package writes. The kernel would take up
@@ -36,16 +38,15 @@ type netlinkKernel struct {
 func NewKernel() (Kernel, error) { return NewKernelAt(netns.None()) }
 
 // NewKernelAt opens the IPVS netlink socket in network namespace ns (netns.None(): the
-// calling thread's). The socket stays in ns whatever thread uses it later.
+// calling thread's), loading ip_vs first if the kernel lacks it. The socket stays in ns
+// whatever thread uses it later.
 func NewKernelAt(ns netns.NsHandle) (Kernel, error) {
-	h, err := mobyipvs.New("") // loads ip_vs if need be (modules are not per namespace)
-	if err != nil {
-		return nil, fmt.Errorf("open the IPVS netlink handle: %w", err)
-	}
-	h.Close()
+	// Modules are not per namespace. A failed load is reported only if IPVS then does not
+	// answer: the kernel may have it all the same (loaded by the host, say).
+	loadErr := modules.Ensure(context.Background(), modules.IPVS)
 	g, err := newGenl(ns)
 	if err != nil {
-		return nil, fmt.Errorf("open the IPVS netlink handle: %w", err)
+		return nil, fmt.Errorf("open the IPVS netlink handle: %w", errors.Join(err, loadErr))
 	}
 	return &netlinkKernel{g: g}, nil
 }

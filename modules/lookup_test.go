@@ -1,6 +1,8 @@
 package modules
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -114,5 +116,34 @@ func TestLookupSeesLoadsSinceTheLastCall(t *testing.T) {
 	f.write("proc/modules", "dummy 16384 0 - Live 0x0\n")
 	if st := h.State(Dummy); !st.Loaded {
 		t.Errorf("after the load: %+v, want loaded", st)
+	}
+}
+
+// Ensure loads only what is absent: never a built-in module (which modprobe cannot load
+// when the index is not visible), never a loaded one; and it returns the load's error.
+func TestEnsure(t *testing.T) {
+	f := newFakeRoot(t)
+	f.write("lib/modules/"+testRelease+"/modules.builtin", "kernel/net/netfilter/ipvs/ip_vs.ko\n")
+	f.write("lib/modules/"+testRelease+"/modules.dep", "kernel/drivers/net/dummy.ko:\n")
+	f.write("proc/modules", "ip_set 57344 0 - Live 0x0\n")
+	var loads []string
+	failure := errors.New("modprobe: FATAL: Module xt_ipvs not found")
+	h := &Host{Root: f.root, Release: testRelease, Load: func(_ context.Context, name string) error {
+		loads = append(loads, name)
+		if name == XTIPVS {
+			return failure
+		}
+		return nil
+	}}
+	for _, name := range []string{IPVS, IPSet, Dummy} {
+		if err := h.Ensure(context.Background(), name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := h.Ensure(context.Background(), XTIPVS); !errors.Is(err, failure) {
+		t.Errorf("xt_ipvs: %v, want the load's error", err)
+	}
+	if len(loads) != 2 || loads[0] != Dummy || loads[1] != XTIPVS {
+		t.Errorf("loaded %v, want dummy and xt_ipvs only", loads)
 	}
 }

@@ -61,6 +61,8 @@ type Host struct {
 	Root string
 	// Release is the running kernel's release (uname -r).
 	Release string
+	// Load loads a module for Ensure; nil means Modprobe.
+	Load func(ctx context.Context, name string) error
 
 	once    sync.Once
 	builtin map[string]bool
@@ -165,3 +167,23 @@ func Modprobe(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// Ensure loads a module unless the running kernel has it already, loaded or built in (a
+// built-in module cannot be loaded: modprobe of one that modules.builtin does not list,
+// as in a container without the host's /lib/modules, fails).
+func (m *Host) Ensure(ctx context.Context, name string) error {
+	if m.State(name).Present() {
+		return nil
+	}
+	load := m.Load
+	if load == nil {
+		load = Modprobe
+	}
+	return load(ctx, name)
+}
+
+// running is the running kernel's modules, its index files read at the first use.
+var running = sync.OnceValue(func() *Host { return &Host{Root: "/", Release: KernelRelease()} })
+
+// Ensure loads a module into the running kernel unless it has it already.
+func Ensure(ctx context.Context, name string) error { return running().Ensure(ctx, name) }
