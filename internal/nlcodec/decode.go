@@ -22,12 +22,9 @@ type Msg struct {
 // returns (which it returns) or at a malformed message.
 func EachMsg(b []byte, fn func(Msg) error) error {
 	for len(b) > 0 {
-		if len(b) < MsgHeaderLen {
-			return fmt.Errorf("%w: %d bytes left, a message header takes %d", ErrMalformed, len(b), MsgHeaderLen)
-		}
-		l := int(binary.NativeEndian.Uint32(b[0:4]))
-		if l < MsgHeaderLen || l > len(b) {
-			return fmt.Errorf("%w: message length %d with %d bytes left", ErrMalformed, l, len(b))
+		l, err := frameLen(b, "message", MsgHeaderLen, func(b []byte) int { return int(binary.NativeEndian.Uint32(b)) })
+		if err != nil {
+			return err
 		}
 		m := Msg{
 			Type:    binary.NativeEndian.Uint16(b[4:6]),
@@ -41,6 +38,19 @@ func EachMsg(b []byte, fn func(Msg) error) error {
 		b = b[min(alignLen(l), len(b)):]
 	}
 	return nil
+}
+
+// frameLen reads the length of the message or attribute at the start of b (lenOf reads it
+// from the header of hdrLen bytes) and checks that the header and the whole of it are there.
+func frameLen(b []byte, what string, hdrLen int, lenOf func([]byte) int) (int, error) {
+	if len(b) < hdrLen {
+		return 0, fmt.Errorf("%w: %d bytes left, the %s header takes %d", ErrMalformed, len(b), what, hdrLen)
+	}
+	l := lenOf(b)
+	if l < hdrLen || l > len(b) {
+		return 0, fmt.Errorf("%w: %s length %d with %d bytes left", ErrMalformed, what, l, len(b))
+	}
+	return l, nil
 }
 
 // Attr is one attribute, its value in place. Type has the NLA_F_NESTED and
@@ -58,12 +68,9 @@ const typeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
 // padding.
 func EachAttr(b []byte, fn func(Attr) error) error {
 	for len(b) > 0 {
-		if len(b) < AttrHeaderLen {
-			return fmt.Errorf("%w: %d bytes left, an attribute header takes %d", ErrMalformed, len(b), AttrHeaderLen)
-		}
-		l := int(binary.NativeEndian.Uint16(b[0:2]))
-		if l < AttrHeaderLen || l > len(b) {
-			return fmt.Errorf("%w: attribute length %d with %d bytes left", ErrMalformed, l, len(b))
+		l, err := frameLen(b, "attribute", AttrHeaderLen, func(b []byte) int { return int(binary.NativeEndian.Uint16(b)) })
+		if err != nil {
+			return err
 		}
 		t := binary.NativeEndian.Uint16(b[2:4])
 		a := Attr{Type: t & typeMask, Nested: t&unix.NLA_F_NESTED != 0, Value: b[AttrHeaderLen:l]}
@@ -107,49 +114,26 @@ func CString(b []byte) string {
 }
 
 // U8 reads a one-byte value.
-func (a Attr) U8() (uint8, error) {
-	if err := a.need(1); err != nil {
-		return 0, err
-	}
-	return a.Value[0], nil
-}
+func (a Attr) U8() (uint8, error) { return read(a, 1, func(b []byte) uint8 { return b[0] }) }
 
 // U16 reads a 16-bit value in host byte order.
-func (a Attr) U16() (uint16, error) {
-	if err := a.need(2); err != nil {
-		return 0, err
-	}
-	return binary.NativeEndian.Uint16(a.Value), nil
-}
+func (a Attr) U16() (uint16, error) { return read(a, 2, binary.NativeEndian.Uint16) }
 
 // U32 reads a 32-bit value in host byte order (the first 4 bytes of a longer value, such as
 // IPVS's flags-and-mask pair).
-func (a Attr) U32() (uint32, error) {
-	if err := a.need(4); err != nil {
-		return 0, err
-	}
-	return binary.NativeEndian.Uint32(a.Value), nil
-}
+func (a Attr) U32() (uint32, error) { return read(a, 4, binary.NativeEndian.Uint32) }
 
 // BE16 reads a 16-bit value in network byte order.
-func (a Attr) BE16() (uint16, error) {
-	if err := a.need(2); err != nil {
-		return 0, err
-	}
-	return binary.BigEndian.Uint16(a.Value), nil
-}
+func (a Attr) BE16() (uint16, error) { return read(a, 2, binary.BigEndian.Uint16) }
 
 // BE32 reads a 32-bit value in network byte order.
-func (a Attr) BE32() (uint32, error) {
-	if err := a.need(4); err != nil {
-		return 0, err
-	}
-	return binary.BigEndian.Uint32(a.Value), nil
-}
+func (a Attr) BE32() (uint32, error) { return read(a, 4, binary.BigEndian.Uint32) }
 
-func (a Attr) need(n int) error {
+// read decodes the first n bytes of the value with get; a shorter value is an error.
+func read[T any](a Attr, n int, get func([]byte) T) (T, error) {
 	if len(a.Value) < n {
-		return fmt.Errorf("%w: attribute %d has %d bytes, want %d", ErrMalformed, a.Type, len(a.Value), n)
+		var zero T
+		return zero, fmt.Errorf("%w: attribute %d has %d bytes, want %d", ErrMalformed, a.Type, len(a.Value), n)
 	}
-	return nil
+	return get(a.Value), nil
 }

@@ -57,35 +57,29 @@ func AppendString(b []byte, typ uint16, s string) []byte {
 }
 
 // AppendU8 appends a one-byte attribute.
-func AppendU8(b []byte, typ uint16, v uint8) []byte { return AppendAttr(b, typ, []byte{v}) }
+func AppendU8(b []byte, typ uint16, v uint8) []byte {
+	return pad(append(appendAttrHeader(b, typ, 1), v), 1)
+}
 
 // AppendU16 appends a 16-bit attribute in host byte order.
 func AppendU16(b []byte, typ uint16, v uint16) []byte {
-	var x [2]byte
-	binary.NativeEndian.PutUint16(x[:], v)
-	return AppendAttr(b, typ, x[:])
+	return pad(binary.NativeEndian.AppendUint16(appendAttrHeader(b, typ, 2), v), 2)
 }
 
 // AppendU32 appends a 32-bit attribute in host byte order.
 func AppendU32(b []byte, typ uint16, v uint32) []byte {
-	var x [4]byte
-	binary.NativeEndian.PutUint32(x[:], v)
-	return AppendAttr(b, typ, x[:])
+	return binary.NativeEndian.AppendUint32(appendAttrHeader(b, typ, 4), v)
 }
 
 // AppendBE16 appends a 16-bit attribute in network byte order. The type is written as
 // given: protocols that want NLA_F_NET_BYTEORDER set (ipset) pass it in typ.
 func AppendBE16(b []byte, typ uint16, v uint16) []byte {
-	var x [2]byte
-	binary.BigEndian.PutUint16(x[:], v)
-	return AppendAttr(b, typ, x[:])
+	return pad(binary.BigEndian.AppendUint16(appendAttrHeader(b, typ, 2), v), 2)
 }
 
 // AppendBE32 appends a 32-bit attribute in network byte order (see AppendBE16).
 func AppendBE32(b []byte, typ uint16, v uint32) []byte {
-	var x [4]byte
-	binary.BigEndian.PutUint32(x[:], v)
-	return AppendAttr(b, typ, x[:])
+	return binary.BigEndian.AppendUint32(appendAttrHeader(b, typ, 4), v)
 }
 
 // BeginNest appends the header of a nested attribute (NLA_F_NESTED is added to typ) and
