@@ -48,6 +48,7 @@ type genl struct {
 	sent     int           // writes of the open batch already sent
 	failed   []failedWrite // their failures, by index in the batch
 	rbuf     []byte
+	syscalls uint64 // sends, receives and waits so far (what batching saves; tests read it)
 }
 
 // failedWrite is the failure of the i-th write of a batch.
@@ -123,6 +124,13 @@ func (g *genl) close() error {
 
 // setReceiveBuffer sets the socket's receive buffer (tests make it small to provoke ENOBUFS).
 func (g *genl) setReceiveBuffer(n int) error { return g.sock.SetReceiveBufferSize(n, true) }
+
+// systemCalls returns how many system calls the socket has made.
+func (g *genl) systemCalls() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.syscalls
+}
 
 // startBatch queues the writes that follow until flush.
 func (g *genl) startBatch() {
@@ -226,6 +234,7 @@ func (g *genl) send() {
 // sendAll hands b to the kernel, which handles every message in it before it returns.
 func (g *genl) sendAll(b []byte) error {
 	for {
+		g.syscalls++
 		_, err := unix.Write(g.fd, b)
 		if err == unix.EINTR {
 			continue
@@ -283,6 +292,7 @@ func (g *genl) collect(index map[uint32]int, results []error, answered []bool, l
 func (g *genl) recv(wait bool) (int, error) {
 	deadline := time.Now().Add(replyTimeout)
 	for {
+		g.syscalls++
 		n, _, err := unix.Recvfrom(g.fd, g.rbuf, 0)
 		switch {
 		case err == nil:
@@ -290,6 +300,7 @@ func (g *genl) recv(wait bool) (int, error) {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN && wait:
+			g.syscalls++
 			if err := waitReadable(g.fd, deadline); err != nil {
 				return 0, err
 			}
