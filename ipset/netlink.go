@@ -1,7 +1,6 @@
 package ipset
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/internal/nlcodec"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -20,20 +20,19 @@ import (
 // IpsetCreate cannot set the hash size, its IpsetAdd/IpsetDel send one request per entry
 // (we batch hundreds into one IPSET_ATTR_ADT request, as `ipset restore` does), and its
 // listing logs every attribute it does not know (newer kernels report bucketsize and
-// initval) and does not merge a large set split over several dump messages. The socket,
-// request serialization and receive loop are still the library's (package nl).
+// initval) and does not merge a large set split over several dump messages. The messages
+// are encoded and walked with the codec package ipvs shares (internal/nlcodec); the socket,
+// request serialization, receive loop and acknowledgement parsing are the library's
+// (package nl), and so are the protocol's constants.
 
-// Netlink constants of the ipset protocol (linux/netfilter/ipset/ip_set.h) that package nl
-// does not name.
+// Constants of the ipset protocol (linux/netfilter/ipset/ip_set.h) that package nl does not
+// name.
 const (
-	ipsetFlagListHeader = 1 << 2 // IPSET_FLAG_LIST_HEADER: dump headers only
-	attrRevisionMin     = nl.IPSET_ATTR_PROTOCOL_MIN
+	ipsetFlagListHeader = 1 << 2                 // IPSET_FLAG_LIST_HEADER: dump headers only
 	attrSetName2        = nl.IPSET_ATTR_TYPENAME // at swap, the second name
-	nfprotoIPv4         = 2
-	nfprotoIPv6         = 10
+	errHashFull         = 4352                   // IPSET_ERR_HASH_FULL (type-specific)
 
-	errHashFull  = 4352 // IPSET_ERR_HASH_FULL (type-specific)
-	attrTypeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+	netByteOrder = unix.NLA_F_NET_BYTEORDER
 )
 
 // NetlinkKernel is the Kernel over an ipset netlink socket bound to one network namespace.
@@ -75,11 +74,14 @@ func NewKernelAt(ns netns.NsHandle) (*NetlinkKernel, error) {
 // Close closes the socket.
 func (k *NetlinkKernel) Close() { k.sock.Socket.Close() }
 
-func (k *NetlinkKernel) request(cmd int, flags int) *nl.NetlinkRequest {
+// request builds an ipset request: the nfnetlink header, the protocol version and the
+// attributes attrs appends.
+func (k *NetlinkKernel) request(cmd int, flags int, attrs func(b []byte) []byte) *nl.NetlinkRequest {
 	req := nl.NewNetlinkRequest(cmd|(unix.NFNL_SUBSYS_IPSET<<8), flags)
 	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: k.sock}
-	req.AddData(&nl.Nfgenmsg{NfgenFamily: unix.AF_INET, Version: nl.NFNETLINK_V0})
-	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_PROTOCOL, nl.Uint8Attr(nl.IPSET_PROTOCOL)))
+	b := nlcodec.AppendNfgenHeader(nil, unix.AF_INET, unix.NFNETLINK_V0)
+	b = nlcodec.AppendU8(b, nl.IPSET_ATTR_PROTOCOL, nl.IPSET_PROTOCOL)
+	req.AddRawData(attrs(b))
 	return req
 }
 
@@ -120,25 +122,25 @@ func kernelError(err error) error {
 	return err
 }
 
-func setName(n firewall.SetName) *nl.RtAttr {
-	return nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(string(n)))
+func appendSetName(b []byte, n firewall.SetName) []byte {
+	return nlcodec.AppendString(b, nl.IPSET_ATTR_SETNAME, string(n))
 }
 
 func nfproto(f firewall.Family) uint8 {
 	switch f {
 	case firewall.IPv4:
-		return nfprotoIPv4
+		return unix.NFPROTO_IPV4
 	case firewall.IPv6:
-		return nfprotoIPv6
+		return unix.NFPROTO_IPV6
 	}
 	return unix.NFPROTO_UNSPEC
 }
 
 func familyOf(p uint8) firewall.Family {
 	switch p {
-	case nfprotoIPv4:
+	case unix.NFPROTO_IPV4:
 		return firewall.IPv4
-	case nfprotoIPv6:
+	case unix.NFPROTO_IPV6:
 		return firewall.IPv6
 	}
 	return firewall.AnyFamily
@@ -154,22 +156,42 @@ func (k *NetlinkKernel) revision(t firewall.SetType, f firewall.Family) (uint8, 
 	if r, ok := k.revisions[key]; ok {
 		return r, nil
 	}
-	req := k.request(nl.IPSET_CMD_TYPE, 0)
-	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_TYPENAME, nl.ZeroTerminated(string(t))))
-	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_FAMILY, nl.Uint8Attr(nfproto(f))))
+	req := k.request(nl.IPSET_CMD_TYPE, 0, func(b []byte) []byte {
+		b = nlcodec.AppendString(b, nl.IPSET_ATTR_TYPENAME, string(t))
+		return nlcodec.AppendU8(b, nl.IPSET_ATTR_FAMILY, nfproto(f))
+	})
 	msgs, err := k.exec(req, "type "+string(t))
 	if err != nil {
 		return 0, err
 	}
 	for _, m := range msgs {
-		for _, a := range attrs(m[4:]) {
-			if a.typ == nl.IPSET_ATTR_REVISION && len(a.val) == 1 {
-				k.revisions[key] = a.val[0]
-				return a.val[0], nil
-			}
+		rev, found, err := revisionOf(m)
+		if err != nil {
+			return 0, fmt.Errorf("ipset type %s: %w", t, err)
+		}
+		if found {
+			k.revisions[key] = rev
+			return rev, nil
 		}
 	}
 	return 0, fmt.Errorf("ipset type %s: the kernel named no revision", t)
+}
+
+// revisionOf reads IPSET_ATTR_REVISION from an answer to IPSET_CMD_TYPE.
+func revisionOf(m []byte) (rev uint8, found bool, err error) {
+	attrs, err := nlcodec.PayloadAttrs(m)
+	if err != nil {
+		return 0, false, err
+	}
+	err = nlcodec.EachAttr(attrs, func(a nlcodec.Attr) error {
+		if a.Type != nl.IPSET_ATTR_REVISION || found {
+			return nil
+		}
+		found = true
+		rev, err = a.U8()
+		return err
+	})
+	return rev, found, err
 }
 
 // Create implements Kernel.
@@ -178,20 +200,21 @@ func (k *NetlinkKernel) Create(s Spec) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", s.Name, err)
 	}
-	req := k.request(nl.IPSET_CMD_CREATE, unix.NLM_F_ACK|unix.NLM_F_EXCL|unix.NLM_F_CREATE)
-	req.AddData(setName(s.Name))
-	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_TYPENAME, nl.ZeroTerminated(string(s.Type))))
-	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_REVISION, nl.Uint8Attr(rev)))
-	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_FAMILY, nl.Uint8Attr(nfproto(s.Family))))
-	data := nl.NewRtAttr(nl.IPSET_ATTR_DATA|unix.NLA_F_NESTED, nil)
-	if s.Type == firewall.BitmapPort {
-		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT_FROM|unix.NLA_F_NET_BYTEORDER, be16(s.PortFrom)))
-		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT_TO|unix.NLA_F_NET_BYTEORDER, be16(s.PortTo)))
-	} else {
-		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_HASHSIZE|unix.NLA_F_NET_BYTEORDER, be32(s.HashSize)))
-		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_MAXELEM|unix.NLA_F_NET_BYTEORDER, be32(s.MaxElem)))
-	}
-	req.AddData(data)
+	req := k.request(nl.IPSET_CMD_CREATE, unix.NLM_F_ACK|unix.NLM_F_EXCL|unix.NLM_F_CREATE, func(b []byte) []byte {
+		b = appendSetName(b, s.Name)
+		b = nlcodec.AppendString(b, nl.IPSET_ATTR_TYPENAME, string(s.Type))
+		b = nlcodec.AppendU8(b, nl.IPSET_ATTR_REVISION, rev)
+		b = nlcodec.AppendU8(b, nl.IPSET_ATTR_FAMILY, nfproto(s.Family))
+		b, data := nlcodec.BeginNest(b, nl.IPSET_ATTR_DATA)
+		if s.Type == firewall.BitmapPort {
+			b = nlcodec.AppendBE16(b, nl.IPSET_ATTR_PORT_FROM|netByteOrder, s.PortFrom)
+			b = nlcodec.AppendBE16(b, nl.IPSET_ATTR_PORT_TO|netByteOrder, s.PortTo)
+		} else {
+			b = nlcodec.AppendBE32(b, nl.IPSET_ATTR_HASHSIZE|netByteOrder, s.HashSize)
+			b = nlcodec.AppendBE32(b, nl.IPSET_ATTR_MAXELEM|netByteOrder, s.MaxElem)
+		}
+		return nlcodec.EndNest(b, data)
+	})
 	_, err = k.exec(req, "create "+string(s.Name))
 	return err
 }
@@ -199,17 +222,18 @@ func (k *NetlinkKernel) Create(s Spec) error {
 // Destroy implements Kernel.
 func (k *NetlinkKernel) Destroy(name firewall.SetName) error {
 	// With NLM_F_EXCL the kernel reports a missing set instead of ignoring it.
-	req := k.request(nl.IPSET_CMD_DESTROY, unix.NLM_F_ACK|unix.NLM_F_EXCL)
-	req.AddData(setName(name))
+	req := k.request(nl.IPSET_CMD_DESTROY, unix.NLM_F_ACK|unix.NLM_F_EXCL, func(b []byte) []byte {
+		return appendSetName(b, name)
+	})
 	_, err := k.exec(req, "destroy "+string(name))
 	return err
 }
 
 // Swap implements Kernel.
 func (k *NetlinkKernel) Swap(a, b firewall.SetName) error {
-	req := k.request(nl.IPSET_CMD_SWAP, unix.NLM_F_ACK)
-	req.AddData(setName(a))
-	req.AddData(nl.NewRtAttr(attrSetName2, nl.ZeroTerminated(string(b))))
+	req := k.request(nl.IPSET_CMD_SWAP, unix.NLM_F_ACK, func(m []byte) []byte {
+		return nlcodec.AppendString(appendSetName(m, a), attrSetName2, string(b))
+	})
 	_, err := k.exec(req, fmt.Sprintf("swap %s %s", a, b))
 	return err
 }
@@ -229,16 +253,17 @@ func (k *NetlinkKernel) adt(cmd int, verb string, name firewall.SetName, entries
 	if len(entries) == 0 {
 		return nil
 	}
-	req := k.request(cmd, unix.NLM_F_ACK)
-	req.AddData(setName(name))
-	// The kernel takes IPSET_ATTR_ADT only with IPSET_ATTR_LINENO beside it (batch mode).
-	// Line 0: errors come back as a plain error, not ipset restore's line report.
-	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_LINENO|unix.NLA_F_NET_BYTEORDER, be32(0)))
-	adt := nl.NewRtAttr(nl.IPSET_ATTR_ADT|unix.NLA_F_NESTED, nil)
-	for _, e := range entries {
-		adt.AddChild(entryData(e))
-	}
-	req.AddData(adt)
+	req := k.request(cmd, unix.NLM_F_ACK, func(b []byte) []byte {
+		b = appendSetName(b, name)
+		// The kernel takes IPSET_ATTR_ADT only with IPSET_ATTR_LINENO beside it (batch mode).
+		// Line 0: errors come back as a plain error, not ipset restore's line report.
+		b = nlcodec.AppendBE32(b, nl.IPSET_ATTR_LINENO|netByteOrder, 0)
+		b, adt := nlcodec.BeginNest(b, nl.IPSET_ATTR_ADT)
+		for _, e := range entries {
+			b = appendEntry(b, e)
+		}
+		return nlcodec.EndNest(b, adt)
+	})
 	what := fmt.Sprintf("%s %s (%d entries)", verb, name, len(entries))
 	if len(entries) == 1 {
 		what = fmt.Sprintf("%s %s: %s", verb, name, entries[0])
@@ -247,44 +272,46 @@ func (k *NetlinkKernel) adt(cmd int, verb string, name firewall.SetName, entries
 	return err
 }
 
-// entryData encodes one entry: the fields it has decide the attributes (see firewall.Entry).
-func entryData(e firewall.Entry) *nl.RtAttr {
-	d := nl.NewRtAttr(nl.IPSET_ATTR_DATA|unix.NLA_F_NESTED, nil)
+// appendEntry encodes one entry: the fields it has decide the attributes (see
+// firewall.Entry).
+func appendEntry(b []byte, e firewall.Entry) []byte {
+	b, data := nlcodec.BeginNest(b, nl.IPSET_ATTR_DATA)
 	if e.IP.IsValid() {
-		d.AddChild(ipAttr(nl.IPSET_ATTR_IP, e.IP))
+		b = appendIP(b, nl.IPSET_ATTR_IP, e.IP)
 	}
 	if e.Proto != 0 {
-		d.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PROTO, nl.Uint8Attr(uint8(e.Proto))))
+		b = nlcodec.AppendU8(b, nl.IPSET_ATTR_PROTO, uint8(e.Proto))
 	}
 	if e.Port != 0 || e.Proto != 0 || !e.IP.IsValid() {
-		d.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT|unix.NLA_F_NET_BYTEORDER, be16(e.Port)))
+		b = nlcodec.AppendBE16(b, nl.IPSET_ATTR_PORT|netByteOrder, e.Port)
 	}
 	if e.IP2.IsValid() {
-		d.AddChild(ipAttr(nl.IPSET_ATTR_IP2, e.IP2))
+		b = appendIP(b, nl.IPSET_ATTR_IP2, e.IP2)
 	}
 	if e.Net.IsValid() {
-		d.AddChild(ipAttr(nl.IPSET_ATTR_IP2, e.Net.Addr()))
-		d.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_CIDR2, nl.Uint8Attr(uint8(e.Net.Bits()))))
+		b = appendIP(b, nl.IPSET_ATTR_IP2, e.Net.Addr())
+		b = nlcodec.AppendU8(b, nl.IPSET_ATTR_CIDR2, uint8(e.Net.Bits()))
 	}
-	return d
+	return nlcodec.EndNest(b, data)
 }
 
-func ipAttr(typ int, a netip.Addr) *nl.RtAttr {
-	nest := nl.NewRtAttr(typ|unix.NLA_F_NESTED, nil)
+func appendIP(b []byte, typ uint16, a netip.Addr) []byte {
+	b, nest := nlcodec.BeginNest(b, typ)
 	if a.Is4() {
-		b := a.As4()
-		nest.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_IPADDR_IPV4|unix.NLA_F_NET_BYTEORDER, b[:]))
+		v := a.As4()
+		b = nlcodec.AppendAttr(b, nl.IPSET_ATTR_IPADDR_IPV4|netByteOrder, v[:])
 	} else {
-		b := a.As16()
-		nest.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_IPADDR_IPV6|unix.NLA_F_NET_BYTEORDER, b[:]))
+		v := a.As16()
+		b = nlcodec.AppendAttr(b, nl.IPSET_ATTR_IPADDR_IPV6|netByteOrder, v[:])
 	}
-	return nest
+	return nlcodec.EndNest(b, nest)
 }
 
 // ListHeaders implements Kernel.
 func (k *NetlinkKernel) ListHeaders() ([]Header, error) {
-	req := k.request(nl.IPSET_CMD_LIST, unix.NLM_F_DUMP)
-	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_FLAGS|unix.NLA_F_NET_BYTEORDER, be32(ipsetFlagListHeader)))
+	req := k.request(nl.IPSET_CMD_LIST, unix.NLM_F_DUMP, func(b []byte) []byte {
+		return nlcodec.AppendBE32(b, nl.IPSET_ATTR_FLAGS|netByteOrder, ipsetFlagListHeader)
+	})
 	msgs, err := k.exec(req, "list headers")
 	if err != nil {
 		return nil, err
@@ -321,8 +348,9 @@ func (k *NetlinkKernel) ListEntries(name firewall.SetName) ([]firewall.Entry, er
 // parsed: a set of half a million entries is never held as one listing. On an error, fn may
 // have seen some entries.
 func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)) error {
-	req := k.request(nl.IPSET_CMD_LIST, unix.NLM_F_DUMP)
-	req.AddData(setName(name))
+	req := k.request(nl.IPSET_CMD_LIST, unix.NLM_F_DUMP, func(b []byte) []byte {
+		return appendSetName(b, name)
+	})
 	var perr error
 	err := req.ExecuteIter(unix.NETLINK_NETFILTER, 0, func(m []byte) bool {
 		h, es, err := parseSetMessage(m, true)
@@ -355,80 +383,36 @@ func merge(into *Header, h Header) {
 	}
 }
 
-type attr struct {
-	typ uint16 // without the nested and byte-order flags
-	val []byte
-}
-
-// attrs splits a run of netlink attributes; a truncated tail is ignored.
-func attrs(b []byte) []attr {
-	var out []attr
-	for len(b) >= 4 {
-		l := int(binary.NativeEndian.Uint16(b[0:2]))
-		t := binary.NativeEndian.Uint16(b[2:4])
-		if l < 4 || l > len(b) {
-			break
-		}
-		out = append(out, attr{typ: t & attrTypeMask, val: b[4:l]})
-		al := (l + 3) &^ 3
-		if al > len(b) {
-			break
-		}
-		b = b[al:]
-	}
-	return out
-}
-
 // parseSetMessage reads one message of a list dump: the set's name and header (the header
 // only in the set's first message) and, with withEntries, its entries.
 func parseSetMessage(m []byte, withEntries bool) (Header, []firewall.Entry, error) {
 	var h Header
 	var es []firewall.Entry
-	if len(m) < 4 {
-		return h, nil, errors.New("short message")
+	attrs, err := nlcodec.PayloadAttrs(m)
+	if err != nil {
+		return h, nil, err
 	}
-	for _, a := range attrs(m[4:]) {
-		switch a.typ {
+	err = nlcodec.EachAttr(attrs, func(a nlcodec.Attr) error {
+		switch a.Type {
 		case nl.IPSET_ATTR_SETNAME:
-			h.Name = firewall.SetName(cstring(a.val))
+			h.Name = firewall.SetName(nlcodec.CString(a.Value))
 		case nl.IPSET_ATTR_TYPENAME:
-			h.Type = firewall.SetType(cstring(a.val))
+			h.Type = firewall.SetType(nlcodec.CString(a.Value))
 		case nl.IPSET_ATTR_FAMILY:
-			if len(a.val) == 1 {
-				h.Family = familyOf(a.val[0])
-			}
+			p, err := a.U8()
+			h.Family = familyOf(p)
+			return err
 		case nl.IPSET_ATTR_DATA:
-			for _, d := range attrs(a.val) {
-				switch d.typ {
-				case nl.IPSET_ATTR_HASHSIZE:
-					h.HashSize = u32(d.val)
-				case nl.IPSET_ATTR_MAXELEM:
-					h.MaxElem = u32(d.val)
-				case nl.IPSET_ATTR_ELEMENTS:
-					h.Entries = u32(d.val)
-				case nl.IPSET_ATTR_REFERENCES:
-					h.References = u32(d.val)
-				case nl.IPSET_ATTR_PORT_FROM:
-					h.PortFrom = u16(d.val)
-				case nl.IPSET_ATTR_PORT_TO:
-					h.PortTo = u16(d.val)
-				}
-			}
+			return parseHeaderData(a.Value, &h)
 		case nl.IPSET_ATTR_ADT:
-			if !withEntries {
-				continue
-			}
-			for _, d := range attrs(a.val) {
-				if d.typ != nl.IPSET_ATTR_DATA {
-					continue
-				}
-				e, err := parseEntry(d.val)
-				if err != nil {
-					return h, nil, err
-				}
-				es = append(es, e)
+			if withEntries {
+				return parseADT(a.Value, func(e firewall.Entry) { es = append(es, e) })
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return h, nil, err
 	}
 	if h.Name == "" {
 		return h, nil, errors.New("message without a set name")
@@ -436,27 +420,67 @@ func parseSetMessage(m []byte, withEntries bool) (Header, []firewall.Entry, erro
 	return h, es, nil
 }
 
+// parseHeaderData reads the IPSET_ATTR_DATA of a set's header.
+func parseHeaderData(b []byte, h *Header) error {
+	return nlcodec.EachAttr(b, func(a nlcodec.Attr) error {
+		var err error
+		switch a.Type {
+		case nl.IPSET_ATTR_HASHSIZE:
+			h.HashSize, err = a.BE32()
+		case nl.IPSET_ATTR_MAXELEM:
+			h.MaxElem, err = a.BE32()
+		case nl.IPSET_ATTR_ELEMENTS:
+			h.Entries, err = a.BE32()
+		case nl.IPSET_ATTR_REFERENCES:
+			h.References, err = a.BE32()
+		case nl.IPSET_ATTR_PORT_FROM:
+			h.PortFrom, err = a.BE16()
+		case nl.IPSET_ATTR_PORT_TO:
+			h.PortTo, err = a.BE16()
+		}
+		return err
+	})
+}
+
+// parseADT reads the entries of an IPSET_ATTR_ADT.
+func parseADT(b []byte, fn func(firewall.Entry)) error {
+	return nlcodec.EachAttr(b, func(a nlcodec.Attr) error {
+		if a.Type != nl.IPSET_ATTR_DATA {
+			return nil
+		}
+		e, err := parseEntry(a.Value)
+		if err == nil {
+			fn(e)
+		}
+		return err
+	})
+}
+
 func parseEntry(b []byte) (firewall.Entry, error) {
 	var e firewall.Entry
 	var ip2 netip.Addr
 	cidr2 := -1
-	for _, a := range attrs(b) {
-		switch a.typ {
+	err := nlcodec.EachAttr(b, func(a nlcodec.Attr) error {
+		var err error
+		var v uint8
+		switch a.Type {
 		case nl.IPSET_ATTR_IP:
-			e.IP = nestedAddr(a.val)
+			e.IP, err = nestedAddr(a.Value)
 		case nl.IPSET_ATTR_IP2:
-			ip2 = nestedAddr(a.val)
+			ip2, err = nestedAddr(a.Value)
 		case nl.IPSET_ATTR_CIDR2:
-			if len(a.val) == 1 {
-				cidr2 = int(a.val[0])
-			}
+			v, err = a.U8()
+			cidr2 = int(v)
 		case nl.IPSET_ATTR_PORT:
-			e.Port = u16(a.val)
+			e.Port, err = a.BE16()
 		case nl.IPSET_ATTR_PROTO:
-			if len(a.val) == 1 {
-				e.Proto = model.Protocol(a.val[0])
-			}
+			v, err = a.U8()
+			e.Proto = model.Protocol(v)
 		}
+		return err
+	})
+	if err != nil {
+		return e, err
 	}
 	switch {
 	case ip2.IsValid() && cidr2 >= 0:
@@ -471,40 +495,19 @@ func parseEntry(b []byte) (firewall.Entry, error) {
 	return e, nil
 }
 
-func nestedAddr(b []byte) netip.Addr {
-	for _, a := range attrs(b) {
+// nestedAddr reads an IPSET_ATTR_IP or IPSET_ATTR_IP2: one nested address attribute.
+func nestedAddr(b []byte) (netip.Addr, error) {
+	var addr netip.Addr
+	err := nlcodec.EachAttr(b, func(a nlcodec.Attr) error {
 		switch {
-		case a.typ == nl.IPSET_ATTR_IPADDR_IPV4 && len(a.val) == 4:
-			return netip.AddrFrom4([4]byte(a.val))
-		case a.typ == nl.IPSET_ATTR_IPADDR_IPV6 && len(a.val) == 16:
-			return netip.AddrFrom16([16]byte(a.val))
+		case a.Type == nl.IPSET_ATTR_IPADDR_IPV4 && len(a.Value) == 4:
+			addr = netip.AddrFrom4([4]byte(a.Value))
+		case a.Type == nl.IPSET_ATTR_IPADDR_IPV6 && len(a.Value) == 16:
+			addr = netip.AddrFrom16([16]byte(a.Value))
+		case a.Type == nl.IPSET_ATTR_IPADDR_IPV4 || a.Type == nl.IPSET_ATTR_IPADDR_IPV6:
+			return fmt.Errorf("%w: address attribute of %d bytes", nlcodec.ErrMalformed, len(a.Value))
 		}
-	}
-	return netip.Addr{}
-}
-
-func cstring(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
-}
-
-func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
-func be32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
-
-func u16(b []byte) uint16 {
-	if len(b) < 2 {
-		return 0
-	}
-	return binary.BigEndian.Uint16(b)
-}
-
-func u32(b []byte) uint32 {
-	if len(b) < 4 {
-		return 0
-	}
-	return binary.BigEndian.Uint32(b)
+		return nil
+	})
+	return addr, err
 }

@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -8,36 +9,44 @@ import (
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/modules"
 )
 
-// maxWeight is the largest weight that survives a round trip: the kernel takes a 32-bit
-// weight, but moby/ipvs reads it back as 16 bits, so a larger one would never compare equal.
+// maxWeight is the largest real-server weight this package writes. The kernel would take up
+// to 2^31-1 (a 32-bit attribute it keeps as a signed int, refusing negative ones), and this
+// package's own decoding (genl) reads all 32 bits back; but moby/ipvs, the reference decoder
+// the guest tests cross-check against and what other tools built on it show, reads only 16
+// bits, and Kubernetes asks for no weight above 1 anyway.
 const maxWeight = 0xffff
 
 // dumpAttempts bounds how often ListVirtualServers dumps again after seeing the table change.
 const dumpAttempts = 3
 
-// netlinkKernel is the Kernel over generic netlink in the calling process's network
-// namespace, through our own socket and encoding (genl), which can batch writes.
+// netlinkKernel is the Kernel over generic netlink in one network namespace, through our own
+// socket and encoding (genl), which can batch writes.
 type netlinkKernel struct {
 	mu sync.Mutex // one read at a time (writes are serialized by genl)
 	g  *genl
 }
 
-// NewKernel opens the IPVS netlink socket in the current network namespace. The returned
-// Kernel also implements io.Closer.
-func NewKernel() (Kernel, error) {
-	h, err := mobyipvs.New("") // loads ip_vs if need be
+// NewKernel opens the IPVS netlink socket in the calling thread's network namespace. The
+// returned Kernel also implements io.Closer.
+func NewKernel() (Kernel, error) { return NewKernelAt(netns.None()) }
+
+// NewKernelAt opens the IPVS netlink socket in network namespace ns (netns.None(): the
+// calling thread's), loading ip_vs first if the kernel lacks it. The socket stays in ns
+// whatever thread uses it later.
+func NewKernelAt(ns netns.NsHandle) (Kernel, error) {
+	// Modules are not per namespace. A failed load is reported only if IPVS then does not
+	// answer: the kernel may have it all the same (loaded by the host, say).
+	loadErr := modules.Ensure(context.Background(), modules.IPVS)
+	g, err := newGenl(ns)
 	if err != nil {
-		return nil, fmt.Errorf("open the IPVS netlink handle: %w", err)
-	}
-	h.Close()
-	g, err := newGenl()
-	if err != nil {
-		return nil, fmt.Errorf("open the IPVS netlink handle: %w", err)
+		return nil, fmt.Errorf("open the IPVS netlink handle: %w", errors.Join(err, loadErr))
 	}
 	return &netlinkKernel{g: g}, nil
 }
@@ -96,7 +105,7 @@ func (k *netlinkKernel) eachOnce(fn func(vs *model.VirtualServer)) error {
 	for key, spec := range before {
 		clear(vs.Reals)
 		vs.Key, vs.Spec = key, spec
-		if err := k.g.dests(key, func(rs model.RSKey, weight, _ uint32) { vs.Reals[rs] = weight }); err != nil {
+		if err := k.g.dests(key, func(d listedDest) { vs.Reals[d.rs] = d.weight }); err != nil {
 			return fmt.Errorf("list real servers of %s: %w", key, err)
 		}
 		fn(vs)
@@ -146,7 +155,7 @@ func (k *netlinkKernel) listServices() (map[model.VSKey]model.VSSpec, error) {
 
 func (k *netlinkKernel) withDestinations(key model.VSKey, spec model.VSSpec) (*model.VirtualServer, error) {
 	vs := &model.VirtualServer{Key: key, Spec: spec, Reals: map[model.RSKey]uint32{}}
-	if err := k.g.dests(key, func(rs model.RSKey, weight, _ uint32) { vs.Reals[rs] = weight }); err != nil {
+	if err := k.g.dests(key, func(d listedDest) { vs.Reals[d.rs] = d.weight }); err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 	}
 	return vs, nil
@@ -231,7 +240,7 @@ func (k *netlinkKernel) Connections(vs model.VSKey) (map[model.RSKey]uint32, err
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := map[model.RSKey]uint32{}
-	if err := k.g.dests(vs, func(rs model.RSKey, _, conns uint32) { out[rs] = conns }); err != nil {
+	if err := k.g.dests(vs, func(d listedDest) { out[d.rs] = d.conns }); err != nil {
 		return nil, fmt.Errorf("read connections of %s: %w", vs, notFound(err, unix.ESRCH))
 	}
 	return out, nil

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/kube-ipvs/kube-ipvs/modules"
 )
 
 // Fake is an in-memory node for tests: modules that are loaded, built in, or loadable,
@@ -60,9 +62,9 @@ func NewFake() *Fake {
 		mods = append(mods, "ip_vs_"+s)
 		f.Depends["ip_vs_"+s] = []string{"ip_vs"}
 	}
-	for _, t := range SetTypes() {
-		mods = append(mods, ModuleForSetType(t))
-		f.Depends[ModuleForSetType(t)] = []string{"ip_set"}
+	for _, t := range modules.SetTypes() {
+		mods = append(mods, modules.ForSetType(t))
+		f.Depends[modules.ForSetType(t)] = []string{"ip_set"}
 	}
 	for _, m := range mods {
 		f.Files[m] = "kernel/net/" + m + ".ko.xz"
@@ -104,10 +106,10 @@ func (f *Fake) Deps() *Deps {
 	}
 }
 
-func (f *Fake) module(name string) ModuleState {
+func (f *Fake) module(name string) modules.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return ModuleState{Loaded: f.Loaded[name], Builtin: f.Builtin[name], File: f.Files[name]}
+	return modules.State{Loaded: f.Loaded[name], Builtin: f.Builtin[name], File: f.Files[name]}
 }
 
 func (f *Fake) modprobe(_ context.Context, name string) error {

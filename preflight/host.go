@@ -1,8 +1,6 @@
 package preflight
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,27 +10,25 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/modules"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
 // HostDeps returns the Deps of this node: the running kernel's module indexes, modprobe,
 // netlink in the calling process's network namespace, the iptables tools and /proc/sys.
 func HostDeps() *Deps {
-	rel := kernelRelease()
-	mods := &Modules{Root: "/", Release: rel}
+	rel := modules.KernelRelease()
+	mods := &modules.Host{Root: "/", Release: rel}
 	return &Deps{
 		Module:             mods.State,
-		Modprobe:           modprobe,
+		Modprobe:           modules.Modprobe,
 		IPVSFamily:         ipvsFamily,
 		ProbeVirtualServer: probeVirtualServer,
 		IpsetProtocol:      ipsetProtocol,
@@ -42,14 +38,6 @@ func HostDeps() *Deps {
 		KernelRelease:      rel,
 		OSID:               osID("/etc/os-release"),
 	}
-}
-
-func kernelRelease() string {
-	var uts unix.Utsname
-	if unix.Uname(&uts) != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(uts.Release[:])
 }
 
 // osID reads ID= from an os-release file ("" when unknown).
@@ -64,125 +52,6 @@ func osID(path string) string {
 		}
 	}
 	return ""
-}
-
-// Modules looks kernel modules up the way the kernel and kmod see them:
-//   - /proc/modules lists loaded loadable modules;
-//   - /sys/module/<name> exists for loaded modules (with an initstate file) and for
-//     built-in modules that have parameters or a version (without one);
-//   - /lib/modules/<release>/modules.builtin lists every built-in module. kube-proxy's old
-//     check looked only at /proc/modules and so called built-in modules missing;
-//   - /lib/modules/<release>/modules.dep lists the module files modprobe can load.
-//
-// The two index files are read once; /proc/modules and /sys/module at every lookup.
-type Modules struct {
-	// Root is prepended to every path ("/" on a node; a test folder in tests).
-	Root string
-	// Release is the running kernel's release (uname -r).
-	Release string
-
-	once    sync.Once
-	builtin map[string]bool
-	files   map[string]string
-	idxErr  error
-}
-
-// NormalizeModule spells a module name as the kernel does: dashes become underscores.
-func NormalizeModule(name string) string { return strings.ReplaceAll(name, "-", "_") }
-
-// moduleOfPath turns "kernel/net/netfilter/ipvs/ip_vs_rr.ko.xz" into "ip_vs_rr".
-func moduleOfPath(p string) string {
-	base := filepath.Base(strings.TrimSpace(p))
-	if i := strings.Index(base, ".ko"); i >= 0 {
-		base = base[:i]
-	}
-	return NormalizeModule(base)
-}
-
-func (m *Modules) path(p ...string) string {
-	return filepath.Join(append([]string{m.Root}, p...)...)
-}
-
-func (m *Modules) loadIndexes() {
-	m.builtin, m.files = map[string]bool{}, map[string]string{}
-	dir := ""
-	for _, d := range []string{m.path("lib/modules", m.Release), m.path("usr/lib/modules", m.Release)} {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			dir = d
-			break
-		}
-	}
-	if m.Release == "" || dir == "" {
-		m.idxErr = fmt.Errorf("no /lib/modules/%s (the running kernel's modules are not visible here)", m.Release)
-		return
-	}
-	var errs []error
-	if err := eachLine(filepath.Join(dir, "modules.builtin"), func(l string) {
-		if l != "" {
-			m.builtin[moduleOfPath(l)] = true
-		}
-	}); err != nil {
-		errs = append(errs, err)
-	}
-	if err := eachLine(filepath.Join(dir, "modules.dep"), func(l string) {
-		if file, _, ok := strings.Cut(l, ":"); ok {
-			m.files[moduleOfPath(file)] = file
-		}
-	}); err != nil {
-		errs = append(errs, err)
-	}
-	m.idxErr = errors.Join(errs...)
-}
-
-func eachLine(path string, f func(string)) error {
-	fh, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		f(sc.Text())
-	}
-	return sc.Err()
-}
-
-// State looks one module up.
-func (m *Modules) State(name string) ModuleState {
-	name = NormalizeModule(name)
-	m.once.Do(m.loadIndexes)
-	st := ModuleState{Builtin: m.builtin[name], File: m.files[name], Err: m.idxErr}
-	if b, err := os.ReadFile(m.path("proc/modules")); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) > 0 && f[0] == name {
-				st.Loaded = true
-			}
-		}
-	}
-	if fi, err := os.Stat(m.path("sys/module", name)); err == nil && fi.IsDir() {
-		b, err := os.ReadFile(m.path("sys/module", name, "initstate"))
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			st.Builtin = true // built-in modules have no initstate
-		case err == nil && strings.TrimSpace(string(b)) != "going":
-			st.Loaded = true
-		}
-	}
-	return st
-}
-
-// modprobe runs modprobe NAME, bounded by a timeout.
-func modprobe(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "modprobe", name).CombinedOutput()
-	if err != nil {
-		if msg := strings.TrimSpace(string(out)); msg != "" {
-			return fmt.Errorf("modprobe %s: %w: %s", name, err, msg)
-		}
-		return fmt.Errorf("modprobe %s: %w", name, err)
-	}
-	return nil
 }
 
 // ipvsFamily resolves the IPVS generic netlink family itself (moby/ipvs would run modprobe

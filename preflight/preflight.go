@@ -23,7 +23,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/modules"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
@@ -130,7 +130,7 @@ type Options struct {
 // A nil function makes its checks fail with "not available".
 type Deps struct {
 	// Module looks a kernel module up now (it is called again after loads).
-	Module func(name string) ModuleState
+	Module func(name string) modules.State
 	// Modprobe loads a module and its dependencies; the error includes modprobe's output.
 	Modprobe func(ctx context.Context, name string) error
 	// IPVSFamily asks the kernel for the IPVS generic netlink family; a detail on success.
@@ -152,47 +152,12 @@ type Deps struct {
 	OSID string
 }
 
-// ModuleState is how a kernel module is present on the running kernel.
-type ModuleState struct {
-	// Loaded: listed in /proc/modules, or /sys/module/<name> is a live loadable module.
-	Loaded bool
-	// Builtin: compiled into the kernel (modules.builtin, or /sys/module/<name> without
-	// initstate). A built-in module is present; it never appears in /proc/modules.
-	Builtin bool
-	// File is the module's file under /lib/modules/<release> per modules.dep; empty when
-	// the running kernel has no such module file.
-	File string
-	// Err reports that the module indexes could not be read (the lookup is incomplete).
-	Err error
-}
-
-// Present reports whether the module's code is in the running kernel.
-func (m ModuleState) Present() bool { return m.Loaded || m.Builtin }
-
 // ProbeVSAddress is the probe virtual server: TCP on a TEST-NET-2 address (RFC 5737), which
 // no real network uses, so no Service and no other software owns it.
 const ProbeVSAddress = "198.51.100.254:1"
 
 // ProbeLinkName is the dummy link the dummy probe creates and removes.
 const ProbeLinkName = "kipvs-probe0"
-
-// ModuleForSetType returns the kernel module of an ipset type: hash:ip,port is
-// ip_set_hash_ipport, bitmap:port is ip_set_bitmap_port.
-func ModuleForSetType(t firewall.SetType) string {
-	s := strings.ReplaceAll(string(t), ":", "_")
-	return "ip_set_" + strings.ReplaceAll(s, ",", "")
-}
-
-// SetTypes returns the ipset types the proxy's rules use, in first-use order.
-func SetTypes() []firewall.SetType {
-	var out []firewall.SetType
-	for _, d := range firewall.Sets(firewall.Config{}) {
-		if !slices.Contains(out, d.Type) {
-			out = append(out, d.Type)
-		}
-	}
-	return out
-}
 
 // Check runs the preflight checks and reports whether IPVS mode can run. It prints
 // nothing; `kube-ipvs run --mode=auto` calls it before choosing a mode.
@@ -261,20 +226,14 @@ func (r *runner) run(ctx context.Context) {
 			Fix:    "use one of " + strings.Join(proxy.Schedulers(), ", ")})
 	}
 
-	// Kernel modules. ip_vs first: the schedulers and xt_ipvs depend on it.
-	r.module(ctx, "ip_vs", true, "IPVS itself")
-	r.module(ctx, "ip_vs_"+def, true, "the default scheduler (--scheduler="+def+")")
+	// Kernel modules, in load order.
+	var others []modules.SchedulerUse
 	for _, s := range r.extraSchedulers() {
-		r.module(ctx, "ip_vs_"+s, false, "scheduler "+s+", named by "+servicesText(r.o.Services.Schedulers[s]))
+		others = append(others, modules.SchedulerUse{Name: s, NamedBy: servicesText(r.o.Services.Schedulers[s])})
 	}
-	r.module(ctx, "nf_conntrack", true, "IPVS NAT and the masquerade rules")
-	r.module(ctx, "dummy", false, "the kube-ipvs0 interface that holds the Service addresses")
-	r.module(ctx, "ip_set", true, "the ipsets behind the iptables rules")
-	for _, t := range SetTypes() {
-		r.module(ctx, ModuleForSetType(t), false, "ipset type "+string(t))
+	for _, n := range modules.ForProxy(def, others) {
+		r.module(ctx, n.Module, n.Required, n.For)
 	}
-	r.module(ctx, "xt_set", false, "iptables rules that match ipsets (-m set)")
-	r.module(ctx, "xt_ipvs", false, "iptables rules that match IPVS connections (-m ipvs)")
 
 	// Functional probes.
 	famOK := r.ipvsFamily()
@@ -282,7 +241,7 @@ func (r *runner) run(ctx context.Context) {
 	for _, s := range r.extraSchedulers() {
 		r.probeVS(s, false, famOK)
 	}
-	r.simpleProbe("ipset netlink", []string{"ip_set"}, r.d.IpsetProtocol,
+	r.simpleProbe("ipset netlink", []string{modules.IPSet}, r.d.IpsetProtocol,
 		"the ipset protocol must answer for the proxy to create its sets: load ip_set")
 	r.iptables()
 	r.dummy()
@@ -384,14 +343,14 @@ func (r *runner) module(ctx context.Context, name string, required bool, why str
 	r.mods[name] = r.add(c)
 }
 
-func (r *runner) lookup(name string) ModuleState {
+func (r *runner) lookup(name string) modules.State {
 	if r.d.Module == nil {
-		return ModuleState{Err: fmt.Errorf("no module lookup available")}
+		return modules.State{Err: fmt.Errorf("no module lookup available")}
 	}
 	return r.d.Module(name)
 }
 
-func (r *runner) fileText(st ModuleState) string {
+func (r *runner) fileText(st modules.State) string {
 	switch {
 	case st.Err != nil:
 		return "module index unreadable: " + oneLine(st.Err.Error())
@@ -410,7 +369,7 @@ func (r *runner) release() string {
 
 // moduleFix says how to get a module: modprobe when the kernel has a file for it, else the
 // package that ships it (or the kernel option to build it). tried: modprobe already failed.
-func (r *runner) moduleFix(name string, st ModuleState, tried bool) string {
+func (r *runner) moduleFix(name string, st modules.State, tried bool) string {
 	if st.File != "" && tried {
 		return "see why modprobe " + name + " failed (detail, dmesg; an install or blacklist line in /etc/modprobe.d?), fix it, then modprobe " + name
 	}
@@ -420,51 +379,9 @@ func (r *runner) moduleFix(name string, st ModuleState, tried bool) string {
 	if st.Err != nil {
 		return "modprobe " + name + " on the node, or mount the host's /lib/modules read-only into this container"
 	}
-	pkg := modulePackage(r.d.OSID, r.release())
-	opt := kernelOption(name)
+	pkg := modules.Package(r.d.OSID, r.release())
+	opt := modules.KernelOption(name)
 	return fmt.Sprintf("install %s, then modprobe %s; or use a kernel built with %s", pkg, name, opt)
-}
-
-// modulePackage names the package that ships the kernel's netfilter/IPVS modules.
-func modulePackage(osID, release string) string {
-	switch osID {
-	case "ubuntu":
-		return "linux-modules-extra-" + release
-	case "debian":
-		return "linux-image-" + release
-	case "fedora", "rhel", "centos", "rocky", "almalinux", "ol", "amzn":
-		return "kernel-modules-extra-" + release + " (and kernel-modules-" + release + ")"
-	case "sles", "opensuse-leap", "opensuse-tumbleweed":
-		return "kernel-default (the full one, not kernel-default-base)"
-	case "arch":
-		return "linux (the full kernel package)"
-	}
-	return "the modules package of kernel " + release + " (Ubuntu: linux-modules-extra-" + release +
-		"; Debian: linux-image-" + release + "; Fedora/RHEL: kernel-modules-extra)"
-}
-
-var kernelOptions = map[string]string{
-	"ip_vs":        "CONFIG_IP_VS",
-	"nf_conntrack": "CONFIG_NF_CONNTRACK",
-	"dummy":        "CONFIG_DUMMY",
-	"ip_set":       "CONFIG_IP_SET",
-	"xt_set":       "CONFIG_NETFILTER_XT_SET",
-	"xt_ipvs":      "CONFIG_NETFILTER_XT_MATCH_IPVS",
-}
-
-// kernelOption is the kernel configuration option that builds a module.
-func kernelOption(name string) string {
-	if o, ok := kernelOptions[name]; ok {
-		return o
-	}
-	if s, ok := strings.CutPrefix(name, "ip_vs_"); ok {
-		return "CONFIG_IP_VS_" + strings.ToUpper(s)
-	}
-	if s, ok := strings.CutPrefix(name, "ip_set_"); ok {
-		// ip_set_hash_ipport -> CONFIG_IP_SET_HASH_IPPORT
-		return "CONFIG_IP_SET_" + strings.ToUpper(s)
-	}
-	return "CONFIG_" + strings.ToUpper(name)
 }
 
 // needs decides whether a probe that needs modules can run. With NoModprobe a probe whose
@@ -500,7 +417,7 @@ func (r *runner) absentFix(modules []string) string {
 func (r *runner) ipvsFamily() bool {
 	c := Row{Name: "ipvs netlink", Required: true}
 	defer func() { r.add(c) }()
-	mods := []string{"ip_vs"}
+	mods := []string{modules.IPVS}
 	if !r.needs(&c, mods) {
 		return false
 	}
@@ -525,7 +442,7 @@ func (r *runner) ipvsFamily() bool {
 func (r *runner) probeVS(sched string, required, famOK bool) {
 	c := Row{Name: "ipvs probe " + sched, Required: required}
 	defer func() { r.add(c) }()
-	mods := []string{"ip_vs", "ip_vs_" + sched}
+	mods := modules.ForScheduler(sched)
 	if !r.needs(&c, mods) {
 		return
 	}
@@ -596,7 +513,7 @@ func (r *runner) iptables() {
 func (r *runner) dummy() {
 	c := Row{Name: "dummy link"}
 	defer func() { r.add(c) }()
-	if !r.needs(&c, []string{"dummy"}) {
+	if !r.needs(&c, []string{modules.Dummy}) {
 		return
 	}
 	if r.d.DummyLink == nil {
@@ -605,7 +522,7 @@ func (r *runner) dummy() {
 	}
 	if err := r.d.DummyLink(ProbeLinkName); err != nil {
 		c.Status, c.Detail = Failed, "create and remove dummy link "+ProbeLinkName+": "+oneLine(err.Error())
-		c.Fix = r.absentFix([]string{"dummy"})
+		c.Fix = r.absentFix([]string{modules.Dummy})
 		if c.Fix == "" {
 			c.Fix = "run with CAP_NET_ADMIN in the host network namespace; if " + ProbeLinkName + " is left over, ip link del " + ProbeLinkName
 		}
@@ -625,7 +542,7 @@ func (r *runner) sysctlRow(s sysctl.Setting) {
 	defer func() { r.add(c) }()
 	var mods []string
 	if strings.HasPrefix(s.Name, "net.ipv4.vs.") {
-		mods = []string{"ip_vs"}
+		mods = []string{modules.IPVS}
 	}
 	if !r.needs(&c, mods) {
 		return

@@ -3,12 +3,9 @@
 package preflight
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -100,33 +97,6 @@ func TestGuestProbesCleanUpLeftovers(t *testing.T) {
 	}
 	if _, err := netlink.LinkByName(ProbeLinkName); err != nil {
 		t.Errorf("the veth was removed: %v", err)
-	}
-}
-
-// TestGuestModulesOnTheRealKernel: the lookup agrees with the kernel on loaded and built-in
-// modules.
-func TestGuestModulesOnTheRealKernel(t *testing.T) {
-	guestutil.RequireGuest(t)
-	sh(t, "modprobe ip_vs")
-	m := &Modules{Root: "/", Release: kernelRelease()}
-	if st := m.State("ip_vs"); !st.Loaded || st.Builtin || st.File == "" || st.Err != nil {
-		t.Errorf("ip_vs: %+v, want loaded with a module file", st)
-	}
-	f, err := os.Open(filepath.Join("/lib/modules", kernelRelease(), "modules.builtin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	if !sc.Scan() {
-		t.Fatal("modules.builtin is empty")
-	}
-	name := moduleOfPath(sc.Text())
-	if st := m.State(name); !st.Builtin || st.Loaded {
-		t.Errorf("built-in %s: %+v, want built in and not loaded", name, st)
-	}
-	if strings.Contains(sh(t, "cat /proc/modules"), name+" ") {
-		t.Errorf("built-in %s is in /proc/modules", name)
 	}
 }
 
