@@ -162,8 +162,9 @@ func (p *Proxy) Close() controller.FirewallResult {
 // Resync renders every Service, reads each family's tables (one -save) and, when anything
 // of ours differs from that (a chain flushed, deleted or edited, a rule added, a jump
 // missing or no longer first, a KIPVS- chain we do not want), rebuilds all of it in one
-// restore: every chain of ours declared and rewritten, our jumps deleted wherever they
-// are and inserted first, stray KIPVS- chains removed. When everything is right it only
+// restore: every chain of ours declared and rewritten, and in each built-in chain whose
+// jumps are not first and once, every jump to ours deleted and ours inserted first
+// (iptables.Reconcile), stray KIPVS- chains removed. When everything is right it only
 // reads, so a restarted proxy adopts intact rules.
 func (p *Proxy) Resync() controller.FirewallResult {
 	p.mu.Lock()
