@@ -43,7 +43,7 @@ func Reconcile(desired *Transaction, have *Ruleset) *Transaction {
 			}
 			nb.ops = append(nb.ops, op)
 		}
-		nb.ops = append(nb.ops, fix.removals()...)
+		nb.ops = append(nb.ops, fix.removals(nb.table)...)
 	}
 	for _, t := range have.Tables {
 		fix := fixes[t.Name]
@@ -51,7 +51,7 @@ func Reconcile(desired *Transaction, have *Ruleset) *Transaction {
 			continue
 		}
 		nb := &block{table: t.Name, ops: fix.deletes}
-		nb.ops = append(nb.ops, fix.removals()...)
+		nb.ops = append(nb.ops, fix.removals(nb.table)...)
 		out.blocks = append(out.blocks, nb)
 	}
 	return out
@@ -102,13 +102,13 @@ func fixTable(t *Table, desired *Transaction) *tableFix {
 
 // removals flushes the stale chains, then deletes them: flushing all first lets one stale
 // chain refer to another.
-func (f *tableFix) removals() []Op {
+func (f *tableFix) removals(table string) []Op {
 	var ops []Op
 	for _, c := range f.stale {
-		ops = append(ops, Op{Kind: OpFlush, Chain: c})
+		ops = append(ops, Op{Kind: OpFlush, Table: table, Chain: c})
 	}
 	for _, c := range f.stale {
-		ops = append(ops, Op{Kind: OpDeleteChain, Chain: c})
+		ops = append(ops, Op{Kind: OpDeleteChain, Table: table, Chain: c})
 	}
 	return ops
 }
