@@ -28,6 +28,9 @@ type Config struct {
 	// NodePortRange bounds the ports of NodePort virtual servers on node IPs that the proxy
 	// considers its own when it repairs drift (--service-node-port-range).
 	NodePortMin, NodePortMax uint16
+	// NoSchedulers says the dataplane ignores IPVS schedulers (the iptables fallback, which
+	// balances randomly): a Service that asks for one is told so by a Warning Event.
+	NoSchedulers bool
 	// MaxRetryBackoff caps the wait between retries of failed kernel calls.
 	MaxRetryBackoff time.Duration
 }

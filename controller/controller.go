@@ -76,6 +76,7 @@ type Controller struct {
 	unavailable map[string]bool
 	problems    map[model.ServiceName]string
 	nodeIPs     []netip.Addr
+	hostAddrSet map[netip.Addr]bool // every address of the node's interfaces but kube-ipvs0's
 	nodeZone    string
 	stats       Stats
 }
@@ -509,29 +510,34 @@ func (c *Controller) logVSError(k model.VSKey, e error) {
 	c.log.Error("programming a virtual server failed; will retry", "service", owner, "virtual_server", k, "err", e)
 }
 
-// refreshNode reads the zone and the node IPs for NodePort virtual servers.
+// refreshNode reads the zone, the node's own addresses (which no Service may take) and the
+// node IPs for NodePort virtual servers.
 func (c *Controller) refreshNode() error {
 	c.nodeZone = ""
 	node, nerr := c.nodes.Get(c.cfg.NodeName)
 	if nerr == nil {
 		c.nodeZone = node.Labels[corev1.LabelTopologyZone]
 	}
-	if c.cfg.NodePortPrimary {
-		c.nodeIPs = nil
-		if node != nil {
-			for _, a := range node.Status.Addresses {
-				if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
-					c.nodeIPs = append(c.nodeIPs, ip.Unmap())
-				}
-			}
-		}
-		return nil
-	}
 	host, err := c.hostAddrs()
 	if err != nil {
 		return fmt.Errorf("listing the node's addresses: %w", err)
 	}
-	c.nodeIPs = proxy.NodePortAddresses(c.cfg.NodePortAddresses, host, c.addrs.Bound())
+	c.hostAddrSet = make(map[netip.Addr]bool, len(host))
+	for _, a := range host {
+		c.hostAddrSet[a.WithZone("").Unmap()] = true
+	}
+	if !c.cfg.NodePortPrimary {
+		c.nodeIPs = proxy.NodePortAddresses(c.cfg.NodePortAddresses, host)
+		return nil
+	}
+	c.nodeIPs = nil
+	if node != nil {
+		for _, a := range node.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+				c.nodeIPs = append(c.nodeIPs, ip.Unmap())
+			}
+		}
+	}
 	return nil
 }
 
@@ -539,34 +545,36 @@ func (c *Controller) proxyConfig() *proxy.Config {
 	return &proxy.Config{
 		DefaultScheduler:      c.cfg.DefaultScheduler,
 		UnavailableSchedulers: c.unavailable,
+		NoSchedulers:          c.cfg.NoSchedulers,
 		NodeName:              c.cfg.NodeName,
 		NodeZone:              c.nodeZone,
 		NodeIPs:               c.nodeIPs,
+		HostAddrs:             c.hostAddrSet,
 	}
 }
 
-// build computes one Service's desired state and raises its Problems as Events (only when
-// they change, so a standing problem does not flood the API server).
-func (c *Controller) build(name model.ServiceName, pcfg *proxy.Config) *model.ServiceState {
+// recompute builds one Service's desired state, resolves it against the other Services'
+// (a virtual server another Service owns is taken out of it, with a Problem naming that
+// Service), and only then gives the resolved state to the firewall and reports its
+// Problems: a Service that lost a conflict must write nothing for what it lost, and be told.
+func (c *Controller) recompute(name model.ServiceName, pcfg *proxy.Config) change {
+	svc, st := c.build(name, pcfg)
+	ch := c.updateState(name, st)
+	c.stage(name, st)
+	if st == nil {
+		delete(c.problems, name)
+	} else {
+		c.reportProblems(svc, name, st)
+	}
+	return ch
+}
+
+// build computes one Service's desired state (nil: gone, or not the proxy's to handle).
+func (c *Controller) build(name model.ServiceName, pcfg *proxy.Config) (*corev1.Service, *model.ServiceState) {
 	svc, err := c.services.Services(name.Namespace).Get(name.Name)
 	if err != nil {
-		delete(c.problems, name)
-		c.stage(name, nil, nil)
-		return nil
+		return nil, nil
 	}
-	st := c.buildFrom(name, svc, pcfg)
-	c.stage(name, svc, st)
-	return st
-}
-
-// stage tells the firewall about a Service's new desired state.
-func (c *Controller) stage(name model.ServiceName, svc *corev1.Service, st *model.ServiceState) {
-	if c.fw != nil {
-		c.fw.Stage(name, svc, st)
-	}
-}
-
-func (c *Controller) buildFrom(name model.ServiceName, svc *corev1.Service, pcfg *proxy.Config) *model.ServiceState {
 	objs, _ := c.slices.ByIndex(sliceByService, name.Namespace+"/"+name.Name)
 	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 	for _, o := range objs {
@@ -574,11 +582,16 @@ func (c *Controller) buildFrom(name model.ServiceName, svc *corev1.Service, pcfg
 	}
 	st := proxy.BuildService(svc, slices, pcfg)
 	if st == nil {
-		delete(c.problems, name)
-		return nil
+		return nil, nil
 	}
-	c.reportProblems(svc, name, st)
-	return st
+	return svc, st
+}
+
+// stage tells the firewall about a Service's new resolved desired state.
+func (c *Controller) stage(name model.ServiceName, st *model.ServiceState) {
+	if c.fw != nil {
+		c.fw.Stage(name, st)
+	}
 }
 
 func (c *Controller) reportProblems(svc *corev1.Service, name model.ServiceName, st *model.ServiceState) {
@@ -610,7 +623,7 @@ func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, retryVS map[m
 	vsChanges := map[model.VSKey]*model.VirtualServer{}
 	var bind, unbind []netip.Addr
 	for _, name := range sortedNames(dirty) {
-		ch := c.updateState(name, c.build(name, pcfg))
+		ch := c.recompute(name, pcfg)
 		for k, v := range ch.vs {
 			vsChanges[k] = v
 		}
@@ -677,12 +690,13 @@ func (c *Controller) syncFull(st *Stats) (int, map[model.VSKey]error, map[netip.
 	}
 	for name := range c.state.services {
 		if !seen[name] {
-			c.stage(name, nil, nil)
 			c.updateState(name, nil)
+			c.stage(name, nil)
+			delete(c.problems, name)
 		}
 	}
 	for _, name := range sortedNames(seen) {
-		for _, r := range c.updateState(name, c.build(name, pcfg)).requeue {
+		for _, r := range c.recompute(name, pcfg).requeue {
 			c.markDirtyLater(r)
 		}
 	}

@@ -447,8 +447,8 @@ func TestFirewallFailureIsToldToTheIPVSReconciler(t *testing.T) {
 // failingFirewall fails every step.
 type failingFirewall struct{}
 
-func (failingFirewall) SetNodeIPs([]netip.Addr)                                       {}
-func (failingFirewall) Stage(model.ServiceName, *corev1.Service, *model.ServiceState) {}
+func (failingFirewall) SetNodeIPs([]netip.Addr)                      {}
+func (failingFirewall) Stage(model.ServiceName, *model.ServiceState) {}
 func (failingFirewall) Open() FirewallResult {
 	return FirewallResult{Err: errors.New("restore failed")}
 }

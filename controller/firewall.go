@@ -5,8 +5,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -25,8 +23,8 @@ type FirewallResult struct {
 type Firewall interface {
 	// SetNodeIPs gives the node's own addresses (they shape source-range rules).
 	SetNodeIPs(ips []netip.Addr)
-	// Stage records the desired state of one changed Service (svc and st nil: gone).
-	Stage(name model.ServiceName, svc *corev1.Service, st *model.ServiceState)
+	// Stage records the resolved desired state of one changed Service (nil: gone).
+	Stage(name model.ServiceName, st *model.ServiceState)
 	Open() FirewallResult
 	Close() FirewallResult
 	// Resync applies everything staged and repairs sets and rules against the kernel.

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 // desiredState merges the per-Service desired states into the node's desired kernel state and
@@ -66,7 +67,7 @@ func (d *desiredState) update(name model.ServiceName, next *model.ServiceState) 
 				}
 				d.contenders[key][name] = true
 				next.Reasons = append(next.Reasons, model.Problem{
-					Reason:  "VirtualServerConflict",
+					Reason:  proxy.ReasonVirtualServerConflict,
 					Message: fmt.Sprintf("%s is already served by Service %s; this Service does not get it until that one lets go", key, owner),
 				})
 				continue
@@ -88,7 +89,7 @@ func (d *desiredState) update(name model.ServiceName, next *model.ServiceState) 
 			if old != nil && old.Equal(vs) {
 				// Unchanged: keep the object the IPVS reconciler may already hold as its
 				// cache, and let the new one go (a full sync rebuilds every Service).
-				if old.PortName == vs.PortName {
+				if old.PortName == vs.PortName && old.Kind == vs.Kind {
 					next.VSes[key] = old
 				}
 				continue

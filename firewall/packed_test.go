@@ -75,9 +75,9 @@ func TestMembersMatchServiceEntries(t *testing.T) {
 	byMap, byMembers := NewTracker(), NewTracker()
 	members := map[model.ServiceName][]Member{}
 	for i := range 30 {
-		svc, st := lbService(i)
-		want := ServiceEntries(svc, st, cfg)
-		ms := AppendMembers(nil, svc, st, cfg)
+		_, st := lbService(i)
+		want := ServiceEntries(st, cfg)
+		ms := AppendMembers(nil, st, cfg)
 		got := map[SetName]map[Entry]bool{}
 		for _, m := range ms {
 			if got[m.Set.Name()] == nil {
@@ -168,16 +168,17 @@ func lbService(i int) (*v1.Service, *model.ServiceState) {
 		vses = append(vses, "TCP "+ext+":80 -> "+ep2)
 		bind = append(bind, ext)
 	}
-	return service(opts...), state(bind, vses...)
+	svc := service(opts...)
+	return svc, resolved(svc, state(bind, vses...))
 }
 
 // Same tells a Service whose entries did not change, so a full sync need not stage it.
 func TestTrackerSame(t *testing.T) {
 	tr := NewTracker()
 	name := model.ServiceName{Namespace: "ns", Name: "a"}
-	svc, st := lbService(1)
+	_, st := lbService(1)
 	cfg := Config{}
-	ms := AppendMembers(nil, svc, st, cfg)
+	ms := AppendMembers(nil, st, cfg)
 	if tr.Same(name, SortMembers(slices.Clone(ms))) {
 		t.Fatal("an unknown Service with entries is the same as none")
 	}
@@ -185,7 +186,7 @@ func TestTrackerSame(t *testing.T) {
 		t.Fatal("an unknown Service without entries differs from none")
 	}
 	tr.UpdateMembers(map[model.ServiceName][]Member{name: slices.Clone(ms)}, false)
-	again := AppendMembers(nil, svc, st, cfg)
+	again := AppendMembers(nil, st, cfg)
 	rand.New(rand.NewPCG(1, 1)).Shuffle(len(again), func(i, j int) { again[i], again[j] = again[j], again[i] })
 	if !tr.Same(name, SortMembers(append(again, again[0]))) {
 		t.Fatal("the same entries, in another order and repeated, differ")

@@ -162,7 +162,7 @@ func TestGuestRulesConstantFor2000Services(t *testing.T) {
 		updates := map[model.ServiceName]map[firewall.SetName]map[firewall.Entry]bool{}
 		for i, svc := range svcs {
 			st := proxy.BuildService(svc, []*discoveryv1.EndpointSlice{slices[i]}, pcfg)
-			updates[model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}] = firewall.ServiceEntries(svc, st, cfg)
+			updates[model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}] = firewall.ServiceEntries(st, cfg)
 		}
 		add, del := tracker.UpdateMany(updates)
 		r1 := sets.Apply(add)

@@ -174,7 +174,7 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 				sh(t, "ipvsadm", "-a", "-t", ap, "-r", netip.AddrPortFrom(rs.Addr, rs.Port).String(), "-m")
 			}
 		}
-		tracker.Update(model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}, firewall.ServiceEntries(svc, st, cfg))
+		tracker.Update(model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}, firewall.ServiceEntries(st, cfg))
 	}
 
 	// Before any rule: a node process on 0.0.0.0 answers on every VIP (the bug).
@@ -218,7 +218,7 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	lb2 := lbCluster.DeepCopy()
 	lb2.Spec.LoadBalancerSourceRanges = append(lb2.Spec.LoadBalancerSourceRanges, "192.168.1.0/24")
 	st := proxy.BuildService(lb2, []*discoveryv1.EndpointSlice{slice("web")}, pcfg)
-	add, del := tracker.Update(model.ServiceName{Namespace: "ns", Name: "web"}, firewall.ServiceEntries(lb2, st, cfg))
+	add, del := tracker.Update(model.ServiceName{Namespace: "ns", Name: "web"}, firewall.ServiceEntries(st, cfg))
 	if res := sets.Apply(add); res.Writes != 2 || len(res.Errors) > 0 {
 		t.Errorf("adding one range: %+v (want 2 writes: the range and the node's source)", res)
 	}

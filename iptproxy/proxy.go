@@ -8,12 +8,9 @@ import (
 	"sort"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/model"
-	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 var _ controller.Firewall = (*Proxy)(nil)
@@ -27,14 +24,9 @@ type Proxy struct {
 	cfg     Config
 	tools   *iptables.Tools // the backend is detected on first use
 	nodeIPs []netip.Addr
-	inputs  map[model.ServiceName]input // every Service with rules, as last staged
-	dirty   map[model.ServiceName]bool  // staged since the last Open or Resync
+	inputs  map[model.ServiceName]*model.ServiceState // every Service with rules, as last staged
+	dirty   map[model.ServiceName]bool                // staged since the last Open or Resync
 	fams    []*famState
-}
-
-type input struct {
-	svc *corev1.Service
-	st  *model.ServiceState
 }
 
 // famState is one family's view of the kernel.
@@ -57,7 +49,7 @@ func New(ex iptables.Exec, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	cfg.ClusterCIDRs = slices.Clone(cfg.ClusterCIDRs)
-	p := &Proxy{cfg: cfg, tools: iptables.NewTools(ex, cfg.Tools), inputs: map[model.ServiceName]input{}, dirty: map[model.ServiceName]bool{}}
+	p := &Proxy{cfg: cfg, tools: iptables.NewTools(ex, cfg.Tools), inputs: map[model.ServiceName]*model.ServiceState{}, dirty: map[model.ServiceName]bool{}}
 	for _, f := range cfg.families() {
 		p.fams = append(p.fams, &famState{f: f, applied: map[model.ServiceName]*svcRules{}, desiredEPs: map[model.ServiceName]int{}})
 	}
@@ -82,22 +74,22 @@ func (p *Proxy) SetNodeIPs(ips []netip.Addr) {
 		return
 	}
 	p.nodeIPs = next
-	for name, in := range p.inputs {
-		if r := proxy.SourceRangesOf(in.svc); r.Set {
+	for name, st := range p.inputs {
+		if st.SourceRanges.Set {
 			p.dirty[name] = true
 		}
 	}
 }
 
-// Stage records the desired state of one changed Service (svc or st nil: gone, or left to
+// Stage records the resolved desired state of one changed Service (nil: gone, or left to
 // another proxy). Nothing is written before Open or Resync.
-func (p *Proxy) Stage(name model.ServiceName, svc *corev1.Service, st *model.ServiceState) {
+func (p *Proxy) Stage(name model.ServiceName, st *model.ServiceState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if svc == nil || st == nil {
+	if st == nil {
 		delete(p.inputs, name)
 	} else {
-		p.inputs[name] = input{svc, st}
+		p.inputs[name] = st
 	}
 	p.dirty[name] = true
 }
@@ -218,7 +210,7 @@ func (p *Proxy) renderConfig() *renderConfig { return newRenderConfig(p.cfg, p.n
 func (p *Proxy) render(fs *famState, name model.ServiceName, rc *renderConfig) *svcRules {
 	var r *svcRules
 	if in, ok := p.inputs[name]; ok {
-		r = renderService(in.svc, in.st, fs.f, rc)
+		r = renderService(in, fs.f, rc)
 	}
 	n := 0
 	if r != nil {

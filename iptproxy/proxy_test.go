@@ -78,7 +78,7 @@ func stage(p *Proxy, svc *corev1.Service, eps ...ep) {
 	}
 	port := svc.Spec.Ports[0].TargetPort.IntVal
 	st := build(svc, testNodeIPs, makeSlice(svc, port, v4s...), makeSlice(svc, port, v6s...))
-	p.Stage(nameOf(svc), svc, st)
+	p.Stage(nameOf(svc), st)
 }
 
 // converged checks that what incremental writes left in the fake is exactly the desired
@@ -436,7 +436,7 @@ func TestDeletionRemovesChainsAndDispatchRules(t *testing.T) {
 		t.Fatalf("expected several chains for the Service, got %v", goneChains)
 	}
 	fx.TakeOps()
-	p.Stage(nameOf(gone), nil, nil)
+	p.Stage(nameOf(gone), nil)
 	r := p.Open()
 	if r.Err != nil || r.Restores != 2 || r.Entries != 1 {
 		t.Fatalf("Open: %+v, want 2 restores and 1 entry left", r)

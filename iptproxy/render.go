@@ -11,10 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/kube-ipvs/kube-ipvs/model"
-	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 // Tables the proxy writes.
@@ -169,55 +166,29 @@ type portKey struct {
 	name  string
 }
 
-// vsKind is what a virtual server's address is to its Service.
-type vsKind int
-
-const (
-	kindCluster vsKind = iota
-	kindExternal
-	kindLB
-	kindNodePort
-)
-
-func (k vsKind) String() string {
+// kindLabel is how rule comments name a virtual server's kind.
+func kindLabel(k model.VSKind) string {
 	return [...]string{"cluster IP", "external IP", "load-balancer IP", "NodePort"}[k]
 }
 
 // renderService returns the rules of one Service in one family, or nil when it has none
-// there. st is the Service's desired state from proxy.BuildService (already filtered for
-// traffic policies and topology); svc says which addresses are ClusterIPs, external IPs and
-// load-balancer IPs (the others are node IPs), and gives the external traffic policy, the
-// source ranges and the health-check node port.
-func renderService(svc *corev1.Service, st *model.ServiceState, f family, rc *renderConfig) *svcRules {
-	if svc == nil || st == nil {
+// there. st is the Service's resolved desired state (from proxy.BuildService, without the
+// virtual servers another Service won): it says each virtual server's kind and endpoints
+// (already filtered for traffic policies and topology), and the Service's traffic policy,
+// source ranges and health-check node port.
+func renderService(st *model.ServiceState, f family, rc *renderConfig) *svcRules {
+	if st == nil {
 		return nil
 	}
-	cluster := proxy.AddrSet(svc.Spec.ClusterIPs)
-	if len(svc.Spec.ClusterIPs) == 0 {
-		cluster = proxy.AddrSet([]string{svc.Spec.ClusterIP})
-	}
-	external := proxy.AddrSet(svc.Spec.ExternalIPs)
-	var ingress []string
-	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		for _, ing := range svc.Status.LoadBalancer.Ingress {
-			ingress = append(ingress, ing.IP)
-		}
-	}
-	lb := proxy.AddrSet(ingress)
-	nodePorts := map[portKey]uint16{}
-	for _, sp := range svc.Spec.Ports {
-		if p, ok := proxy.Protocol(sp.Protocol); ok && sp.NodePort > 0 && sp.NodePort <= 65535 {
-			nodePorts[portKey{p, sp.Name}] = uint16(sp.NodePort)
-		}
-	}
-
 	groups := map[portKey][]*model.VirtualServer{}
+	hasCluster := false
 	for key, vs := range st.VSes {
 		if !key.Addr.IsValid() || familyOf(key.Addr) != f || key.Port == 0 {
 			continue
 		}
 		pk := portKey{key.Proto, vs.PortName}
 		groups[pk] = append(groups[pk], vs)
+		hasCluster = hasCluster || vs.Kind == model.KindClusterIP
 	}
 	if len(groups) == 0 {
 		return nil
@@ -234,47 +205,27 @@ func renderService(svc *corev1.Service, st *model.ServiceState, f family, rc *re
 	})
 
 	r := &svcRules{}
-	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-	ranges := proxy.SourceRangesOf(svc)
+	name := st.Name.String()
 	for _, pk := range keys {
 		vses := groups[pk]
 		sort.Slice(vses, func(i, j int) bool { return model.VSKeyLess(vses[i].Key, vses[j].Key) })
 		pr := portRenderer{
-			r: r, f: f, rc: rc, svc: svc, pk: pk, local: local,
-			id:    fmt.Sprintf("%s/%s:%s/%s", svc.Namespace, svc.Name, pk.name, pk.proto),
-			label: svc.Namespace + "/" + svc.Name,
+			r: r, f: f, rc: rc, pk: pk, local: st.ExternalLocal,
+			id:    fmt.Sprintf("%s:%s/%s", name, pk.name, pk.proto),
+			label: name,
 		}
 		if pk.name != "" {
 			pr.label += ":" + pk.name
 		}
-		for _, vs := range vses {
-			a := vs.Key.Addr.Unmap()
-			kind := kindNodePort
-			switch {
-			case cluster[a]:
-				kind = kindCluster
-			case external[a]:
-				kind = kindExternal
-			case lb[a]:
-				kind = kindLB
-			}
-			if kind == kindNodePort && (nodePorts[pk] != vs.Key.Port || !hasFamily(cluster, f)) {
-				// Not a virtual server this Service explains, or a node IP of a family the
-				// Service does not have (it can have no endpoints there).
-				continue
-			}
-			pr.vses = append(pr.vses, kindVS{kind, vs})
-		}
-		pr.render(ranges)
+		pr.vses = vses
+		pr.render(st.SourceRanges)
 	}
 
 	// The health-check node port of an externalTrafficPolicy=Local load balancer is
 	// accepted even under a DROP input policy.
-	if local && svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort > 0 &&
-		svc.Spec.HealthCheckNodePort <= 65535 && hasFamily(cluster, f) {
+	if st.ExternalLocal && st.LoadBalancer && st.HealthCheckNodePort != 0 && hasCluster {
 		r.dispatch = append(r.dispatch, dispatchRule{tableFilter, ChainNodePorts,
-			join(portMatch(model.TCP, uint16(svc.Spec.HealthCheckNodePort)),
-				comment(svc.Namespace+"/"+svc.Name+" health-check node port"), "-j ACCEPT")})
+			join(portMatch(model.TCP, st.HealthCheckNodePort), comment(name+" health-check node port"), "-j ACCEPT")})
 	}
 	if r.empty() {
 		return nil
@@ -282,22 +233,16 @@ func renderService(svc *corev1.Service, st *model.ServiceState, f family, rc *re
 	return r
 }
 
-type kindVS struct {
-	kind vsKind
-	vs   *model.VirtualServer
-}
-
 // portRenderer renders the chains and dispatch rules of one Service port in one family.
 type portRenderer struct {
 	r     *svcRules
 	f     family
 	rc    *renderConfig
-	svc   *corev1.Service
 	pk    portKey
 	local bool
 	id    string // what the chain names hash
 	label string // namespace/name:port, for comments
-	vses  []kindVS
+	vses  []*model.VirtualServer
 }
 
 func (pr *portRenderer) chain(table, name string, rules ...string) {
@@ -319,13 +264,13 @@ func sortedReals(vs *model.VirtualServer) []model.RSKey {
 	return slices.Compact(out)
 }
 
-func (pr *portRenderer) render(ranges proxy.SourceRanges) {
-	var clusterVS *kindVS
-	var extVSes []kindVS
+func (pr *portRenderer) render(ranges model.SourceRanges) {
+	var clusterVS *model.VirtualServer
+	var extVSes []*model.VirtualServer
 	for i := range pr.vses {
-		if pr.vses[i].kind == kindCluster {
+		if pr.vses[i].Kind == model.KindClusterIP {
 			if clusterVS == nil {
-				clusterVS = &pr.vses[i]
+				clusterVS = pr.vses[i]
 			}
 		} else {
 			extVSes = append(extVSes, pr.vses[i])
@@ -334,7 +279,7 @@ func (pr *portRenderer) render(ranges proxy.SourceRanges) {
 	if clusterVS == nil && len(extVSes) == 0 {
 		return
 	}
-	spec := pr.vses[0].vs.Spec
+	spec := pr.vses[0].Spec
 	persistent := spec.Flags&model.FlagPersistent != 0
 	timeout := spec.Timeout
 
@@ -343,10 +288,10 @@ func (pr *portRenderer) render(ranges proxy.SourceRanges) {
 	// them, BuildService computes them once per family and policy).
 	var internal, externalEPs []model.RSKey
 	if clusterVS != nil {
-		internal = sortedReals(clusterVS.vs)
+		internal = sortedReals(clusterVS)
 	}
 	if len(extVSes) > 0 {
-		externalEPs = sortedReals(extVSes[0].vs)
+		externalEPs = sortedReals(extVSes[0])
 	}
 
 	svcChain := chainName(prefixSVC, pr.id)
@@ -371,7 +316,7 @@ func (pr *portRenderer) render(ranges proxy.SourceRanges) {
 	// nat: the balancing chains, the external chain, the endpoint chains.
 	if len(internal) > 0 {
 		var rules []string
-		if m := pr.clusterMasq(clusterVS.vs.Key); m != "" {
+		if m := pr.clusterMasq(clusterVS.Key); m != "" {
 			rules = append(rules, m)
 		}
 		rules = append(rules, pr.balance(internal, sep, persistent, timeout)...)
@@ -407,8 +352,8 @@ func (pr *portRenderer) render(ranges proxy.SourceRanges) {
 	if pre, filtered := ranges.Of(pr.f == v6); filtered {
 		var lbIPs []netip.Addr
 		for _, kv := range extVSes {
-			if kv.kind == kindLB {
-				lbIPs = append(lbIPs, kv.vs.Key.Addr.Unmap())
+			if kv.Kind == model.KindLoadBalancer {
+				lbIPs = append(lbIPs, kv.Key.Addr.Unmap())
 			}
 		}
 		if len(lbIPs) > 0 {
@@ -419,7 +364,7 @@ func (pr *portRenderer) render(ranges proxy.SourceRanges) {
 			}
 			// When a range admits one of the node's own addresses, the node may also reach
 			// the load balancer with the load-balancer IP as its source.
-			if proxy.ContainsAny(pre, pr.rc.nodeIPs) {
+			if model.ContainsAny(pre, pr.rc.nodeIPs) {
 				for _, a := range lbIPs {
 					rules = append(rules, join("-s "+hostPrefix(a), comment(pr.label+" the node itself, from the load-balancer IP"), "-j RETURN"))
 				}
@@ -432,7 +377,7 @@ func (pr *portRenderer) render(ranges proxy.SourceRanges) {
 	// Dispatch rules in the shared chains.
 	proto := protoName(pr.pk.proto)
 	if clusterVS != nil {
-		k := clusterVS.vs.Key
+		k := clusterVS.Key
 		if len(internal) > 0 {
 			pr.dispatch(tableNAT, ChainServices, "-d "+hostPrefix(k.Addr.Unmap()), portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP"), "-j "+svcChain)
 		} else {
@@ -441,24 +386,24 @@ func (pr *portRenderer) render(ranges proxy.SourceRanges) {
 		}
 	}
 	for _, kv := range extVSes {
-		k := kv.vs.Key
+		k := kv.Key
 		dst := "-d " + hostPrefix(k.Addr.Unmap())
 		if needExt {
 			ch := ChainServices
-			if kv.kind == kindNodePort {
+			if kv.Kind == model.KindNodePort {
 				ch = ChainNodePorts
 			}
-			pr.dispatch(tableNAT, ch, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kv.kind.String()), "-j "+extChain)
+			pr.dispatch(tableNAT, ch, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kindLabel(kv.Kind)), "-j "+extChain)
 		}
 		switch {
 		case extBalancer != "":
 		case pr.local && len(internal) > 0:
-			pr.dispatch(tableFilter, ChainServices, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kv.kind.String()+" has no local endpoints"), "-j DROP")
+			pr.dispatch(tableFilter, ChainServices, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kindLabel(kv.Kind)+" has no local endpoints"), "-j DROP")
 		default:
-			pr.dispatch(tableFilter, ChainServices, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kv.kind.String()+" has no endpoints"),
+			pr.dispatch(tableFilter, ChainServices, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kindLabel(kv.Kind)+" has no endpoints"),
 				"-j REJECT --reject-with "+rejectWith(pr.f, k.Proto))
 		}
-		if fw && kv.kind == kindLB {
+		if fw && kv.Kind == model.KindLoadBalancer {
 			pr.dispatch(tableFilter, ChainFirewall, "-p "+proto,
 				fmt.Sprintf("-m conntrack --ctorigdst %s --ctorigdstport %d", k.Addr.Unmap(), k.Port),
 				comment(pr.label+" load-balancer IP with source ranges"), "-j "+fwChain)

@@ -93,7 +93,7 @@ func (b *bench) apply(svc *corev1.Service, slices ...*discoveryv1.EndpointSlice)
 			clean = append(clean, s)
 		}
 	}
-	b.p.Stage(nameOf(svc), svc, proxy.BuildService(svc, clean, b.pcfg))
+	b.p.Stage(nameOf(svc), proxy.BuildService(svc, clean, b.pcfg))
 	r := b.p.Open()
 	if r.Err != nil {
 		b.t.Fatalf("Open: %v", r.Err)
@@ -268,7 +268,7 @@ func TestGuestEndpointChangeFollowed(t *testing.T) {
 	b.apply(svc, makeSlice(svc, 8080, ep{"10.244.1.11", true}, ep{"10.244.2.12", false}))
 	onlyNames(t, "both endpoints", counts(t, c, "tcp", "10.96.0.10:80", 30), "a1", "a2")
 	// The Service goes away: its rules too.
-	b.p.Stage(nameOf(svc), nil, nil)
+	b.p.Stage(nameOf(svc), nil)
 	if r := b.p.Open(); r.Err != nil || r.Restores != 1 || r.Entries != 0 {
 		t.Errorf("deletion: %+v", r)
 	}

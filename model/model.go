@@ -81,11 +81,40 @@ type RSKey struct {
 
 func (k RSKey) String() string { return netip.AddrPortFrom(k.Addr, k.Port).String() }
 
+// VSKind says where a virtual server's address comes from. Every backend needs it: the
+// ipsets and the iptables fallback treat a ClusterIP, an external IP, a load-balancer IP and
+// a node IP differently, and they must agree with package proxy on which is which.
+type VSKind uint8
+
+// The kinds, in the order package proxy claims them when two sources name the same
+// address and port.
+const (
+	KindClusterIP VSKind = iota
+	KindExternalIP
+	KindLoadBalancer
+	KindNodePort
+)
+
+func (k VSKind) String() string {
+	switch k {
+	case KindClusterIP:
+		return "ClusterIP"
+	case KindExternalIP:
+		return "ExternalIP"
+	case KindLoadBalancer:
+		return "LoadBalancer"
+	case KindNodePort:
+		return "NodePort"
+	}
+	return fmt.Sprintf("kind-%d", uint8(k))
+}
+
 // VirtualServer is one desired IPVS virtual server with its real servers and weights.
 // Forwarding is always masquerade (NAT).
 type VirtualServer struct {
 	Key  VSKey
 	Spec VSSpec
+	Kind VSKind
 	// Reals maps each real server to its weight. The virtual servers of one Service port
 	// that have the same address family and traffic policy (say, its external IPs and
 	// NodePorts) share one map: it is read-only once built.
@@ -95,17 +124,67 @@ type VirtualServer struct {
 	PortName string
 }
 
-// ServiceState is the desired kernel state of one Service: its virtual servers and the
-// addresses to bind to kube-ipvs0. Node IPs (NodePort virtual servers) are not bound.
+// ServiceState is the desired kernel state of one Service: its virtual servers, the
+// addresses to bind to kube-ipvs0, and the Service-wide policy the ipsets and the iptables
+// fallback need. It is complete: nothing downstream of package proxy reads the Service.
+// Node IPs (NodePort virtual servers) and the node's own addresses are never bound.
 type ServiceState struct {
 	Name    ServiceName
 	VSes    map[VSKey]*VirtualServer
 	Bind    map[netip.Addr]bool
 	Reasons []Problem // what was wrong with the Service's input, already worked around
+
+	// LoadBalancer: the Service is of type LoadBalancer (its health-check node port is
+	// opened in the firewall).
+	LoadBalancer bool
+	// ExternalLocal is externalTrafficPolicy: Local (NodePort, external and load-balancer
+	// virtual servers keep the client address and use only local endpoints).
+	ExternalLocal bool
+	// SourceRanges are the load-balancer source ranges.
+	SourceRanges SourceRanges
 	// HealthCheckNodePort is set for externalTrafficPolicy=Local Services that have one:
 	// the proxy answers health checks there with LocalEndpoints.
 	HealthCheckNodePort uint16
 	LocalEndpoints      int
+}
+
+// SourceRanges are a Service's load-balancer source ranges by family, as the IPVS mode's
+// ipsets and the iptables mode's rules both read them.
+type SourceRanges struct {
+	// Set says the Service has source ranges at all, even if none of them parses: it is then
+	// filtered (and admits no one but what is always allowed), never left open.
+	Set bool
+	// ByFamily are the ranges, masked and without duplicates, IPv4 ([0]) and IPv6 ([1]);
+	// IPv4-mapped ranges count as IPv4. A range covering a whole family is not listed:
+	// All says so instead.
+	ByFamily [2][]netip.Prefix
+	All      [2]bool
+}
+
+// Of returns the ranges of one family (IPv6 when is6) and whether that family's
+// load-balancer traffic is filtered: a Service with source ranges filters every family
+// unless a range covers all of it, so a family without ranges of its own admits no one.
+func (r SourceRanges) Of(is6 bool) ([]netip.Prefix, bool) {
+	f := 0
+	if is6 {
+		f = 1
+	}
+	if !r.Set || r.All[f] {
+		return nil, false
+	}
+	return r.ByFamily[f], true
+}
+
+// ContainsAny reports whether a range holds one of the addresses (IPv4-mapped ones as IPv4).
+func ContainsAny(ps []netip.Prefix, addrs []netip.Addr) bool {
+	for _, p := range ps {
+		for _, a := range addrs {
+			if p.Contains(a.Unmap()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Problem is something wrong with a Service that the proxy worked around: a user should see
@@ -117,8 +196,8 @@ type Problem struct {
 
 func (p Problem) String() string { return p.Reason + ": " + p.Message }
 
-// Equal reports whether two virtual servers have the same spec and the same real servers
-// with the same weights.
+// Equal reports whether two virtual servers have the same kernel state: the same spec and
+// the same real servers with the same weights (Kind and PortName are not kernel state).
 func (v *VirtualServer) Equal(o *VirtualServer) bool {
 	if v.Key != o.Key || v.Spec != o.Spec || len(v.Reals) != len(o.Reals) {
 		return false

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -51,8 +52,9 @@ func parseLegacyIPv4(s string) (netip.Addr, bool) {
 
 // parseVIP parses an address that would become a virtual server bound to kube-ipvs0. Beyond
 // parsing, it refuses addresses that must never be hijacked or cannot be a destination:
-// unspecified, multicast and loopback (a virtual server on 127.0.0.1 would capture the
-// node's own local traffic).
+// unspecified, multicast, broadcast, loopback (a virtual server on 127.0.0.1 would capture
+// the node's own local traffic) and link-local ones (169.254.1.1 is the pods' gateway in
+// routed CNIs, fe80::/10 is on every link: binding one cuts pods or neighbours off).
 func parseVIP(s string) (netip.Addr, error) {
 	a, err := ParseIP(s)
 	if err != nil {
@@ -63,11 +65,17 @@ func parseVIP(s string) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("is the unspecified address")
 	case a.IsMulticast():
 		return netip.Addr{}, fmt.Errorf("is a multicast address")
+	case a == limitedBroadcast:
+		return netip.Addr{}, fmt.Errorf("is the broadcast address")
 	case a.IsLoopback():
 		return netip.Addr{}, fmt.Errorf("is a loopback address")
+	case a.IsLinkLocalUnicast():
+		return netip.Addr{}, fmt.Errorf("is a link-local address")
 	}
 	return a, nil
 }
+
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
 // serviceVIPs are the virtual addresses of a Service, grouped by where they come from
 // because each source has its own traffic policy.
@@ -75,25 +83,35 @@ type serviceVIPs struct {
 	cluster  []netip.Addr
 	external []netip.Addr
 	lb       []netip.Addr
+	// nodeOwn are those that are addresses of the node itself (Config.HostAddrs): they get
+	// their virtual servers, as in kube-proxy, but are neither bound to kube-ipvs0 nor
+	// filtered as VIPs, so the node's own processes stay reachable on them.
+	nodeOwn map[netip.Addr]bool
 }
 
 // collectVIPs reads the ClusterIPs, externalIPs and load-balancer ingress IPs of the Service.
 // Bad values are reported and skipped, so one typo in externalIPs does not take the whole
 // Service down.
-func collectVIPs(svc *v1.Service, probs *problems) serviceVIPs {
+func collectVIPs(svc *v1.Service, cfg *Config, probs *problems) serviceVIPs {
 	var v serviceVIPs
 	add := func(list *[]netip.Addr, field, value string) {
 		a, err := parseVIP(value)
 		if err != nil {
-			probs.add(ReasonInvalidIP, "%s %q %v; no virtual server is created for it", field, value, err)
+			probs.add(ReasonInvalidIP, "%s %s %v; no virtual server is created for it", field, quoteValue(value), err)
 			return
 		}
-		for _, have := range *list {
-			if have == a {
-				return
-			}
+		if slices.Contains(*list, a) {
+			return
 		}
 		*list = append(*list, a)
+		if cfg.HostAddrs[a] && !v.nodeOwn[a] {
+			if v.nodeOwn == nil {
+				v.nodeOwn = map[netip.Addr]bool{}
+			}
+			v.nodeOwn[a] = true
+			probs.add(ReasonNodeAddress, "%s %s is an address of this node: its virtual servers are kept, but it is not bound to %s nor filtered, so the node's own services stay reachable on it",
+				field, a, "kube-ipvs0")
+		}
 	}
 
 	// spec.clusterIPs supersedes spec.clusterIP (its first entry always equals clusterIP);
@@ -130,9 +148,30 @@ func collectVIPs(svc *v1.Service, probs *problems) serviceVIPs {
 	return v
 }
 
-// nodeVIPs returns the configured node IPs, unmapped and without duplicates or invalid
-// values, so a sloppy Config cannot produce two virtual servers for one address.
-func nodeVIPs(cfg *Config) []netip.Addr {
+// serviceFamilies are the address families of the Service (index 0 IPv4, 1 IPv6): those of
+// spec.ipFamilies and of its ClusterIPs. Its NodePorts exist only in these families: a
+// single-stack IPv4 Service has no endpoints to offer at the node's IPv6 address, and a
+// virtual server there would only refuse what a node process listens for.
+func serviceFamilies(svc *v1.Service, cluster []netip.Addr) [2]bool {
+	var f [2]bool
+	for _, fam := range svc.Spec.IPFamilies {
+		switch fam {
+		case v1.IPv4Protocol:
+			f[0] = true
+		case v1.IPv6Protocol:
+			f[1] = true
+		}
+	}
+	for _, a := range cluster {
+		f[b2i(a.Is6())] = true
+	}
+	return f
+}
+
+// nodeVIPs returns the configured node IPs of the given families, unmapped and without
+// duplicates or invalid values, so a sloppy Config cannot produce two virtual servers for
+// one address.
+func nodeVIPs(cfg *Config, families [2]bool) []netip.Addr {
 	out := make([]netip.Addr, 0, len(cfg.NodeIPs))
 	seen := make(map[netip.Addr]bool, len(cfg.NodeIPs))
 	for _, a := range cfg.NodeIPs {
@@ -140,7 +179,7 @@ func nodeVIPs(cfg *Config) []netip.Addr {
 			continue
 		}
 		a = a.Unmap()
-		if !seen[a] {
+		if !seen[a] && families[b2i(a.Is6())] {
 			seen[a] = true
 			out = append(out, a)
 		}

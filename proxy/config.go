@@ -19,6 +19,9 @@ type Config struct {
 	// UnavailableSchedulers are schedulers the kernel refused (no module): Services asking
 	// for them get DefaultScheduler and a Problem.
 	UnavailableSchedulers map[string]bool
+	// NoSchedulers says the node runs the iptables fallback, which balances randomly: a
+	// scheduler annotation has no effect there, and a Problem says so.
+	NoSchedulers bool
 	// NodeName is this node's name: endpoints with this nodeName are local.
 	NodeName string
 	// NodeZone is the node's topology.kubernetes.io/zone label ("" if none).
@@ -26,4 +29,7 @@ type Config struct {
 	// NodeIPs are the addresses that get a virtual server per NodePort (already filtered by
 	// --nodeport-addresses; see NodePortAddresses).
 	NodeIPs []netip.Addr
+	// HostAddrs are every address of the node's interfaces other than kube-ipvs0. A Service
+	// address among them is the node's own: it is never bound to kube-ipvs0 or filtered.
+	HostAddrs map[netip.Addr]bool
 }

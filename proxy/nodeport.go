@@ -13,10 +13,11 @@ import (
 // host address except loopback and link-local (169.254.0.0/16, fe80::/10), which are not
 // reachable from other nodes.
 //
-// Addresses in exclude (those on kube-ipvs0, which are Service VIPs rather than node
-// addresses) are dropped in both cases: a NodePort on a ClusterIP would expose the Service
-// on an address it was never meant to answer at, and CIDRs often cover the Service range.
-func NodePortAddresses(cidrs []netip.Prefix, hostAddrs []netip.Addr, exclude map[netip.Addr]bool) []netip.Addr {
+// hostAddrs must not hold kube-ipvs0's addresses (nodeaddr.List skips that link): they are
+// Service VIPs, and a NodePort on a ClusterIP would expose the Service on an address it was
+// never meant to answer at. An address that is on kube-ipvs0 and on another interface is
+// the node's own, and keeps its NodePorts.
+func NodePortAddresses(cidrs []netip.Prefix, hostAddrs []netip.Addr) []netip.Addr {
 	prefixes := make([]netip.Prefix, 0, len(cidrs))
 	for _, p := range cidrs {
 		if p.IsValid() {
@@ -29,9 +30,8 @@ func NodePortAddresses(cidrs []netip.Prefix, hostAddrs []netip.Addr, exclude map
 		if !a.IsValid() {
 			continue
 		}
-		orig := a
 		a = a.WithZone("").Unmap()
-		if a.IsUnspecified() || exclude[a] || exclude[orig] {
+		if a.IsUnspecified() {
 			continue
 		}
 		if len(cidrs) > 0 {

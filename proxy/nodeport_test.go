@@ -22,29 +22,16 @@ func prefixes(ss ...string) []netip.Prefix {
 	return out
 }
 
-func set(ss ...string) map[netip.Addr]bool {
-	m := map[netip.Addr]bool{}
-	for _, a := range addrs(ss...) {
-		m[a] = true
-	}
-	return m
-}
-
 func TestNodePortAddresses(t *testing.T) {
 	host := addrs("192.168.1.10", "127.0.0.1", "169.254.3.4", "10.96.0.1", "::1", "fe80::1", "2001:db8::10",
 		"::ffff:192.168.1.11", "192.168.1.10", "fd00::5")
 	cases := []struct {
-		name    string
-		cidrs   []netip.Prefix
-		host    []netip.Addr
-		exclude map[netip.Addr]bool
-		want    []string
+		name  string
+		cidrs []netip.Prefix
+		host  []netip.Addr
+		want  []string
 	}{{
-		name: "no cidrs: all but loopback, link-local and excluded; sorted, deduped, unmapped",
-		host: host, exclude: set("10.96.0.1"),
-		want: []string{"192.168.1.10", "192.168.1.11", "2001:db8::10", "fd00::5"},
-	}, {
-		name: "no cidrs, nil exclude",
+		name: "no cidrs: all but loopback and link-local; sorted, deduped, unmapped",
 		host: host,
 		want: []string{"10.96.0.1", "192.168.1.10", "192.168.1.11", "2001:db8::10", "fd00::5"},
 	}, {
@@ -55,10 +42,6 @@ func TestNodePortAddresses(t *testing.T) {
 		name:  "cidrs may select loopback explicitly",
 		cidrs: prefixes("127.0.0.0/8"), host: host,
 		want: []string{"127.0.0.1"},
-	}, {
-		name:  "cidrs still drop kube-ipvs0 addresses",
-		cidrs: prefixes("10.0.0.0/8", "192.168.1.10/32"), host: host, exclude: set("10.96.0.1"),
-		want: []string{"192.168.1.10"},
 	}, {
 		name:  "4in6 cidr matches unmapped IPv4",
 		cidrs: prefixes("::ffff:192.168.1.0/120"), host: host,
@@ -72,10 +55,6 @@ func TestNodePortAddresses(t *testing.T) {
 		cidrs: prefixes("172.16.0.0/12"), host: host,
 		want: nil,
 	}, {
-		name: "exclude given in mapped form",
-		host: addrs("::ffff:192.168.1.11"), exclude: set("::ffff:192.168.1.11"),
-		want: nil,
-	}, {
 		name: "zones stripped, unspecified and invalid skipped",
 		host: []netip.Addr{netip.MustParseAddr("2001:db8::1%eth0"), netip.MustParseAddr("0.0.0.0"), {}},
 		want: []string{"2001:db8::1"},
@@ -85,7 +64,7 @@ func TestNodePortAddresses(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := NodePortAddresses(tc.cidrs, tc.host, tc.exclude)
+			got := NodePortAddresses(tc.cidrs, tc.host)
 			var gs []string
 			for _, a := range got {
 				gs = append(gs, a.String())

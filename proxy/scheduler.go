@@ -54,13 +54,17 @@ func scheduler(svc *v1.Service, cfg *Config, probs *problems) string {
 	switch {
 	case name == "":
 		return def
+	case cfg.NoSchedulers:
+		probs.add(ReasonSchedulerIgnored, "annotation %s %s has no effect: this node runs the iptables fallback proxier, which balances randomly",
+			AnnotationScheduler, quoteValue(raw))
+		return def
 	case !slices.Contains(schedulers, name):
-		probs.add(ReasonInvalidScheduler, "annotation %s %q is not an IPVS scheduler (accepted: %s); using %q instead",
-			AnnotationScheduler, raw, strings.Join(schedulers, ", "), def)
+		probs.add(ReasonInvalidScheduler, "annotation %s %s is not an IPVS scheduler (accepted: %s); using %q instead",
+			AnnotationScheduler, quoteValue(raw), strings.Join(schedulers, ", "), def)
 		return def
 	case cfg.UnavailableSchedulers[name]:
-		probs.add(ReasonSchedulerUnavailable, "annotation %s %q: the kernel has no module ip_vs_%s, so this node cannot use it; using %q instead",
-			AnnotationScheduler, raw, name, def)
+		probs.add(ReasonSchedulerUnavailable, "annotation %s %s: the kernel has no module ip_vs_%s, so this node cannot use it; using %q instead",
+			AnnotationScheduler, quoteValue(raw), name, def)
 		return def
 	}
 	return name
@@ -84,7 +88,7 @@ func schedulerFlagBits(svc *v1.Service, sched string, probs *problems) uint32 {
 		i := slices.IndexFunc(schedulerFlags, func(f schedulerFlag) bool { return f.name == item })
 		switch {
 		case i < 0:
-			bad = append(bad, fmt.Sprintf("%q is not a scheduler flag", item))
+			bad = append(bad, fmt.Sprintf("%s is not a scheduler flag", quoteValue(item)))
 		case schedulerFlags[i].scheduler != sched:
 			bad = append(bad, fmt.Sprintf("%q needs scheduler %s but the Service uses %s", item, schedulerFlags[i].scheduler, sched))
 		default:
@@ -92,8 +96,8 @@ func schedulerFlagBits(svc *v1.Service, sched string, probs *problems) uint32 {
 		}
 	}
 	if len(bad) > 0 {
-		probs.add(ReasonInvalidSchedulerFlags, "annotation %s %q: %s (accepted: %s); no scheduler flags are applied",
-			AnnotationSchedulerFlags, raw, strings.Join(bad, "; "), acceptedFlagsText)
+		probs.add(ReasonInvalidSchedulerFlags, "annotation %s %s: %s (accepted: %s); no scheduler flags are applied",
+			AnnotationSchedulerFlags, quoteValue(raw), strings.Join(bad, "; "), acceptedFlagsText)
 		return 0
 	}
 	return bits

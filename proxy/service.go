@@ -27,59 +27,39 @@ func BuildService(svc *v1.Service, slices []*discoveryv1.EndpointSlice, cfg *Con
 		cfg = &Config{}
 	}
 	var probs problems
-	st := &model.ServiceState{
-		Name: model.ServiceName{Namespace: svc.Namespace, Name: svc.Name},
-		VSes: map[model.VSKey]*model.VirtualServer{},
-		Bind: map[netip.Addr]bool{},
-	}
-
-	// One spec for every virtual server of the Service: the scheduler, its flags and
-	// affinity are Service-wide settings.
-	sched := scheduler(svc, cfg, &probs)
-	spec := model.VSSpec{Scheduler: sched, Flags: schedulerFlagBits(svc, sched, &probs)}
-	affFlags, timeout := affinity(svc, &probs)
-	spec.Flags |= affFlags
-	spec.Timeout = timeout
-
-	vips := collectVIPs(svc, &probs)
-	nodeIPs := nodeVIPs(cfg)
-	itpLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 	etpLocal := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
-	own := serviceSlices(svc, slices)
-
+	st := &model.ServiceState{
+		Name:          model.ServiceName{Namespace: svc.Namespace, Name: svc.Name},
+		VSes:          map[model.VSKey]*model.VirtualServer{},
+		Bind:          map[netip.Addr]bool{},
+		LoadBalancer:  svc.Spec.Type == v1.ServiceTypeLoadBalancer,
+		ExternalLocal: etpLocal,
+		SourceRanges:  SourceRangesOf(svc),
+	}
+	vips := collectVIPs(svc, cfg, &probs)
+	pb := portBuilder{st: st, spec: serviceSpec(svc, cfg, &probs), slices: serviceSlices(svc, slices), cfg: cfg, probs: &probs,
+		itpLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
+		etpLocal: etpLocal, vips: vips, nodeIPs: nodeVIPs(cfg, serviceFamilies(svc, vips.cluster)), svcPorts: svc.Spec.Ports}
 	for i := range svc.Spec.Ports {
-		sp := &svc.Spec.Ports[i]
-		proto, ok := protocolOf(sp, i, &probs)
-		if !ok {
-			continue
-		}
-		if sp.Port < 1 || sp.Port > 65535 {
-			probs.add(ReasonInvalidPort, "spec.ports[%d] (name %q) port %d is not in 1..65535; the port is skipped", i, sp.Name, sp.Port)
-			continue
-		}
-		pb := portBuilder{st: st, spec: spec, proto: proto, sp: sp, slices: own, cfg: cfg, probs: &probs}
-
-		// Order matters only if two sources name the same address and port (a
-		// misconfiguration): the first one wins, ClusterIP before external sources.
-		pb.add(vips.cluster, uint16(sp.Port), itpLocal, true)
-		pb.add(vips.external, uint16(sp.Port), etpLocal, true)
-		pb.add(vips.lb, uint16(sp.Port), etpLocal, true)
-		switch {
-		case sp.NodePort == 0:
-		case sp.NodePort < 1 || sp.NodePort > 65535:
-			probs.add(ReasonInvalidPort, "spec.ports[%d] (name %q) nodePort %d is not in 1..65535; no NodePort virtual servers for it", i, sp.Name, sp.NodePort)
-		default:
-			// Node IPs are the node's own: they are already on an interface and must
-			// not be bound to kube-ipvs0 (removing them later would cut the node off).
-			pb.add(nodeIPs, uint16(sp.NodePort), etpLocal, false)
-		}
+		pb.addPort(i, &svc.Spec.Ports[i])
 	}
 	if etpLocal && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
 		st.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
-		st.LocalEndpoints = localReadyEndpoints(own, cfg.NodeName)
+		st.LocalEndpoints = localReadyEndpoints(pb.slices, cfg.NodeName)
 	}
 	st.Reasons = probs.result()
 	return st
+}
+
+// serviceSpec is the one spec of every virtual server of the Service: the scheduler, its
+// flags and affinity are Service-wide settings.
+func serviceSpec(svc *v1.Service, cfg *Config, probs *problems) model.VSSpec {
+	sched := scheduler(svc, cfg, probs)
+	spec := model.VSSpec{Scheduler: sched, Flags: schedulerFlagBits(svc, sched, probs)}
+	affFlags, timeout := affinity(svc, probs)
+	spec.Flags |= affFlags
+	spec.Timeout = timeout
+	return spec
 }
 
 // localReadyEndpoints counts the distinct ready endpoints on this node, the number a load
@@ -140,36 +120,92 @@ func protocolOf(sp *v1.ServicePort, i int, probs *problems) (model.Protocol, boo
 	return 0, false
 }
 
-// portBuilder adds the virtual servers of one Service port. It computes the real servers
-// once per (family, policy) and gives every virtual server of that family and policy the
-// same map (read-only, see model.VirtualServer): a Service with many addresses would
-// otherwise walk its endpoints, and hold a copy of them, once per address.
+// portBuilder adds the virtual servers of a Service's ports. It computes the real servers
+// once per port and (family, policy) and gives every virtual server of that family and
+// policy the same map (read-only, see model.VirtualServer): a Service with many addresses
+// would otherwise walk its endpoints, and hold a copy of them, once per address.
 type portBuilder struct {
-	st     *model.ServiceState
-	spec   model.VSSpec
-	proto  model.Protocol
-	sp     *v1.ServicePort
-	slices []*discoveryv1.EndpointSlice
-	cfg    *Config
-	probs  *problems
+	st                 *model.ServiceState
+	spec               model.VSSpec
+	slices             []*discoveryv1.EndpointSlice
+	cfg                *Config
+	probs              *problems
+	itpLocal, etpLocal bool
+	vips               serviceVIPs
+	nodeIPs            []netip.Addr
+	svcPorts           []v1.ServicePort
 
+	// Per port, reset by addPort.
+	sp       *v1.ServicePort
+	proto    model.Protocol
 	eps      [2][]endpoint // by family: 0 IPv4, 1 IPv6
 	epsDone  [2]bool
 	reals    [2][2]map[model.RSKey]uint32 // by family, then policy: 0 cluster, 1 local
 	realDone [2][2]bool
 }
 
-// add creates a virtual server on each address at port, with the endpoints of the
-// address's family under the given policy; bind says whether the addresses go to
-// kube-ipvs0.
-func (pb *portBuilder) add(addrs []netip.Addr, port uint16, local, bind bool) {
+// addPort adds the virtual servers of spec.ports[i]. Order matters only if two sources name
+// the same address and port (a misconfiguration, reported): the first one wins, ClusterIP
+// before external sources.
+func (pb *portBuilder) addPort(i int, sp *v1.ServicePort) {
+	proto, ok := protocolOf(sp, i, pb.probs)
+	if !ok {
+		return
+	}
+	if sp.Port < 1 || sp.Port > 65535 {
+		pb.probs.add(ReasonInvalidPort, "spec.ports[%d] (name %q) port %d is not in 1..65535; the port is skipped", i, sp.Name, sp.Port)
+		return
+	}
+	pb.sp, pb.proto = sp, proto
+	pb.reportDuplicates(i, sp, proto)
+	pb.epsDone, pb.realDone = [2]bool{}, [2][2]bool{}
+	pb.add(pb.vips.cluster, uint16(sp.Port), model.KindClusterIP, pb.itpLocal)
+	pb.add(pb.vips.external, uint16(sp.Port), model.KindExternalIP, pb.etpLocal)
+	pb.add(pb.vips.lb, uint16(sp.Port), model.KindLoadBalancer, pb.etpLocal)
+	switch {
+	case sp.NodePort == 0:
+	case sp.NodePort < 1 || sp.NodePort > 65535:
+		pb.probs.add(ReasonInvalidPort, "spec.ports[%d] (name %q) nodePort %d is not in 1..65535; no NodePort virtual servers for it", i, sp.Name, sp.NodePort)
+	default:
+		pb.add(pb.nodeIPs, uint16(sp.NodePort), model.KindNodePort, pb.etpLocal)
+	}
+}
+
+// reportDuplicates reports a port whose number or node port an earlier port of the Service
+// already has with the same protocol (the API refuses both; objects from manifests are not
+// validated): the earlier port keeps the virtual servers, the later one's are skipped. An
+// address listed by two sources (a ClusterIP also in externalIPs) is not reported: its
+// first source wins by design.
+func (pb *portBuilder) reportDuplicates(i int, sp *v1.ServicePort, proto model.Protocol) {
+	ports := pb.svcPorts
+	for j := range i {
+		other := &ports[j]
+		if p, ok := Protocol(other.Protocol); !ok || p != proto {
+			continue
+		}
+		if other.Port == sp.Port {
+			pb.probs.add(ReasonDuplicatePort, "spec.ports[%d] (name %q) repeats port %d/%s of spec.ports[%d] (name %q); only the first one is served",
+				i, sp.Name, sp.Port, proto, j, other.Name)
+		}
+		if sp.NodePort != 0 && other.NodePort == sp.NodePort {
+			pb.probs.add(ReasonDuplicatePort, "spec.ports[%d] (name %q) repeats nodePort %d/%s of spec.ports[%d] (name %q); only the first one is served",
+				i, sp.Name, sp.NodePort, proto, j, other.Name)
+		}
+	}
+}
+
+// add creates a virtual server of the given kind on each address at port, with the
+// endpoints of the address's family under the given policy. Addresses other than node IPs
+// are bound to kube-ipvs0, unless they are the node's own: those are already on an
+// interface, and binding (and later unbinding) them would cut the node off.
+func (pb *portBuilder) add(addrs []netip.Addr, port uint16, kind model.VSKind, local bool) {
 	for _, a := range addrs {
 		key := model.VSKey{Addr: a, Proto: pb.proto, Port: port}
 		if _, dup := pb.st.VSes[key]; dup {
-			continue
+			continue // reported by reportDuplicates if two ports collide
 		}
-		pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: pb.spec, Reals: pb.realsFor(a.Is6(), local), PortName: pb.sp.Name}
-		if bind {
+		pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: pb.spec, Kind: kind, Reals: pb.realsFor(a.Is6(), local), PortName: pb.sp.Name}
+		if kind != model.KindNodePort && !pb.vips.nodeOwn[a] {
 			pb.st.Bind[a] = true
 		}
 	}

@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
 func TestSourceRangesOf(t *testing.T) {
@@ -40,7 +42,7 @@ func TestSourceRangesOf(t *testing.T) {
 			t.Errorf("%s: IPv4 %s, IPv6 %v %v, set %v; want %s, %s, %v", c.name, got, p6, f6, r.Set, c.v4, c.v6, c.set)
 		}
 	}
-	if !ContainsAny([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, []netip.Addr{netip.MustParseAddr("::ffff:10.1.2.3")}) {
+	if !model.ContainsAny([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, []netip.Addr{netip.MustParseAddr("::ffff:10.1.2.3")}) {
 		t.Error("ContainsAny misses an IPv4-mapped address")
 	}
 }

@@ -7,15 +7,12 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kube-ipvs/kube-ipvs/controller"
-	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/preflight"
-	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 // Proxy modes of --mode.
@@ -76,32 +73,3 @@ func (noAddresses) Resync(_ map[netip.Addr]bool, found func(map[netip.Addr]bool)
 }
 func (noAddresses) Bound() map[netip.Addr]bool { return nil }
 func (noAddresses) Writes() uint64             { return 0 }
-
-// schedulerWarner tells, once per Service, that its IPVS scheduler annotation has no effect
-// in iptables mode, which balances randomly.
-type schedulerWarner struct {
-	controller.Firewall
-	recorder record.EventRecorder
-	mu       sync.Mutex
-	warned   map[model.ServiceName]string
-}
-
-func (w *schedulerWarner) Stage(name model.ServiceName, svc *corev1.Service, st *model.ServiceState) {
-	w.Firewall.Stage(name, svc, st)
-	sched := ""
-	if svc != nil {
-		sched = svc.Annotations[proxy.AnnotationScheduler]
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if sched == "" {
-		delete(w.warned, name)
-		return
-	}
-	if w.warned[name] == sched {
-		return
-	}
-	w.warned[name] = sched
-	w.recorder.Eventf(svc, corev1.EventTypeWarning, "SchedulerIgnored",
-		"%s=%q has no effect: this node runs the iptables fallback proxier, which balances randomly", proxy.AnnotationScheduler, sched)
-}

@@ -35,7 +35,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
-	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/nodeaddr"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
@@ -260,6 +259,7 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	if err != nil {
 		return err
 	}
+	cfg.NoSchedulers = mode == modeIPTables
 	client, reload, err := newSource(ctx, o, log)
 	if err != nil {
 		return err
@@ -310,7 +310,7 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		if err != nil {
 			return fmt.Errorf("iptables proxier: %w", err)
 		}
-		fw = &schedulerWarner{Firewall: ipt, recorder: recorder, warned: map[model.ServiceName]string{}}
+		fw = ipt
 	}
 	ctl, err := controller.New(cfg, client, fw, ipvsR, addrR, conntrack.Cleaner{}, hostAddrs, recorder, obs, log)
 	if err != nil {

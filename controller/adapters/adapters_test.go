@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs/kube-ipvs/controller"
@@ -120,5 +123,136 @@ func TestWiringThroughTheController(t *testing.T) {
 	vs, err := ipvsK.GetVirtualServer(model.VSKey{Addr: netip.MustParseAddr("10.96.0.4"), Proto: model.TCP, Port: 80})
 	if err != nil || len(vs.Reals) != 4 {
 		t.Fatalf("virtual server after the change: %v %v", vs, err)
+	}
+}
+
+// Two LoadBalancer Services on one LB IP and port: the one that loses the virtual server
+// writes nothing for it (its source ranges must not widen the winner's filter), is told by
+// a Warning Event naming the winner, and takes over cleanly when the winner goes away.
+func TestConflictLoserWritesNothing(t *testing.T) {
+	lbSvc := func(ns, cidr string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lb"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.1." + map[string]string{"a": "1", "b": "2"}[ns],
+				Ports:                    []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+				LoadBalancerSourceRanges: []string{cidr}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}}},
+		}
+	}
+	client := fake.NewClientset(lbSvc("a", "192.0.2.0/24"), lbSvc("b", "0.0.0.0/1"))
+	setsK := ipset.NewFakeKernel()
+	fw := NewFirewallWith(firewall.Config{IPv4: true}, ipset.New(setsK), iptables.New(iptables.NewFakeExec(), iptables.Config{Backend: iptables.Backend("nft")}))
+	recorder := record.NewFakeRecorder(100)
+	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, NodePortMin: 30000, NodePortMax: 32767}
+	ctl, err := controller.New(cfg, client, fw, NewIPVSWith(ipvs.NewFakeKernel(), 0), NewAddressesWith(dummyif.NewWithNetlink("kube-ipvs0", dummyif.NewFakeNetlink())), nil,
+		func() ([]netip.Addr, error) { return nil, nil }, recorder, controller.Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { _ = ctl.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	ranges := func() []string {
+		_, entries, _ := setsK.Get(firewall.SetLBSourceCIDR)
+		var out []string
+		for _, e := range entries {
+			out = append(out, e)
+		}
+		slices.Sort(out)
+		return out
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			if cond() {
+				return
+			}
+		}
+		t.Fatalf("%s: source CIDR set %v", what, ranges())
+	}
+	waitFor("winner's range only", func() bool {
+		return slices.Equal(ranges(), []string{"203.0.113.7,tcp:80,192.0.2.0/24"})
+	})
+	var events []string
+	for len(recorder.Events) > 0 {
+		events = append(events, <-recorder.Events)
+	}
+	found := false
+	for _, e := range events {
+		if strings.Contains(e, "VirtualServerConflict") && strings.Contains(e, "TCP 203.0.113.7:80") && strings.Contains(e, "Service a/lb") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no Warning Event on b/lb naming the winner a/lb; events: %q", events)
+	}
+
+	// The winner goes: the loser takes over, with its own range only.
+	if err := client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("services"), "a", "lb"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the loser takes over", func() bool {
+		return slices.Equal(ranges(), []string{"203.0.113.7,tcp:80,0.0.0.0/1"})
+	})
+}
+
+// An externalIP that is the node's own address keeps its virtual server, but is neither
+// bound to kube-ipvs0 nor put into the VIP filter, and does not stop the node address from
+// carrying NodePorts; a link-local one (the pods' gateway) gets nothing at all.
+func TestNodeAddressIsNeverTaken(t *testing.T) {
+	node := netip.MustParseAddr("192.168.1.10")
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "evil"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.9", ExternalIPs: []string{"192.168.1.10", "169.254.1.1"},
+			Ports: []corev1.ServicePort{{Name: "ssh", Protocol: corev1.ProtocolTCP, Port: 22, NodePort: 30022}}},
+	}
+	other, _ := svc(1)
+	other.Spec.Type = corev1.ServiceTypeNodePort
+	other.Spec.Ports[0].NodePort = 30080
+	client := fake.NewClientset(s, other)
+	ipvsK, nl, setsK := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink(), ipset.NewFakeKernel()
+	fw := NewFirewallWith(firewall.Config{IPv4: true}, ipset.New(setsK), iptables.New(iptables.NewFakeExec(), iptables.Config{Backend: iptables.Backend("nft")}))
+	recorder := record.NewFakeRecorder(100)
+	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, NodePortMin: 30000, NodePortMax: 32767}
+	ctl, err := controller.New(cfg, client, fw, NewIPVSWith(ipvsK, 0), NewAddressesWith(dummyif.NewWithNetlink("kube-ipvs0", nl)), nil,
+		func() ([]netip.Addr, error) { return []netip.Addr{node, netip.MustParseAddr("169.254.1.1")}, nil }, recorder,
+		controller.Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []model.VSKey{{Addr: node, Proto: model.TCP, Port: 22}, {Addr: node, Proto: model.TCP, Port: 30022}, {Addr: node, Proto: model.TCP, Port: 30080}} {
+		if _, err := ipvsK.GetVirtualServer(k); err != nil {
+			t.Errorf("virtual server %s missing: %v", k, err)
+		}
+	}
+	if _, err := ipvsK.GetVirtualServer(model.VSKey{Addr: netip.MustParseAddr("169.254.1.1"), Proto: model.TCP, Port: 22}); err == nil {
+		t.Error("a virtual server on the link-local 169.254.1.1")
+	}
+	if got := nl.Addrs("kube-ipvs0"); !slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "10.96.0.9/") }) {
+		t.Errorf("kube-ipvs0 lacks the ClusterIP: %v", got)
+	}
+	if got := nl.Addrs("kube-ipvs0"); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "192.168.1.10/") || strings.HasPrefix(a, "169.254.") }) {
+		t.Errorf("kube-ipvs0 holds a node address: %v", got)
+	}
+	_, vips, _ := setsK.Get(firewall.SetVIPs)
+	if !slices.Contains(vips, "10.96.0.9") {
+		t.Errorf("the VIP filter lacks the ClusterIP: %v", vips)
+	}
+	if slices.Contains(vips, "192.168.1.10") || slices.Contains(vips, "169.254.1.1") {
+		t.Errorf("the VIP filter holds a node address: %v", vips)
+	}
+	var events []string
+	for len(recorder.Events) > 0 {
+		events = append(events, <-recorder.Events)
+	}
+	joined := strings.Join(events, "\n")
+	if !strings.Contains(joined, "ServiceAddressIsNodeAddress") || !strings.Contains(joined, "169.254.1.1") {
+		t.Errorf("no Warning Events naming the node address and the refused one: %q", events)
 	}
 }

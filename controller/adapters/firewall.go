@@ -5,8 +5,6 @@ import (
 	"net/netip"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
@@ -59,11 +57,11 @@ func (f *Firewall) SetNodeIPs(ips []netip.Addr) {
 	f.cfg.NodeIPs = slices.Clone(ips)
 }
 
-func (f *Firewall) Stage(name model.ServiceName, svc *corev1.Service, st *model.ServiceState) {
+func (f *Firewall) Stage(name model.ServiceName, st *model.ServiceState) {
 	// Built in a reused buffer; kept, in a slice of exactly their number (the Tracker holds it
 	// as long as the Service lives), only when they changed: a full sync stages every Service,
 	// and holding all their entries a second time would double the memory of a large cluster.
-	f.scratch = firewall.SortMembers(firewall.AppendMembers(f.scratch[:0], svc, st, f.cfg))
+	f.scratch = firewall.SortMembers(firewall.AppendMembers(f.scratch[:0], st, f.cfg))
 	if f.tracker.Same(name, f.scratch) {
 		delete(f.staged, name)
 		return
