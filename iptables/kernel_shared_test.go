@@ -5,7 +5,6 @@ package iptables
 
 import (
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 
@@ -41,11 +40,10 @@ func makeSets(t *testing.T, cfg firewall.Config) *ipset.Reconciler {
 // firstRules maps "table/chain" to the first rule of each built-in chain that has rules.
 func firstRules(save string) map[string]string {
 	out := map[string]string{}
-	s := parseSave([]byte(save))
-	for tn, tb := range s.tables {
-		for c, rules := range tb.rules {
-			if builtin[c] && len(rules) > 0 {
-				out[tn+"/"+c] = rules[0]
+	for _, tb := range ParseSave([]byte(save)).Tables {
+		for c, rules := range tb.Rules {
+			if IsBuiltin(c) && len(rules) > 0 {
+				out[tb.Name+"/"+c] = rules[0]
 			}
 		}
 	}
@@ -56,7 +54,7 @@ func firstRules(save string) map[string]string {
 // built-in chain the input jumps from has our jump first, once.
 func checkOurs(t *testing.T, family, input, save string) {
 	t.Helper()
-	s := parseSave([]byte(save))
+	s := ParseSave([]byte(save))
 	tbl := ""
 	for _, line := range strings.Split(input, "\n") {
 		switch {
@@ -64,23 +62,23 @@ func checkOurs(t *testing.T, family, input, save string) {
 			tbl = line[1:]
 		case strings.HasPrefix(line, ":"):
 			c := strings.Fields(line[1:])[0]
-			if s.tables[tbl] == nil || !slices.Contains(s.tables[tbl].chains, c) {
+			if !s.Table(tbl).Has(c) {
 				t.Errorf("%s: chain %s/%s missing from -save", family, tbl, c)
 			}
 		case strings.HasPrefix(line, "-I "):
-			f := tokens(line)
-			rules := s.tables[tbl].rules[f[1]]
-			if len(rules) == 0 || target(tokens(rules[0])) != target(f) {
-				t.Errorf("%s: %s/%s does not start with the jump to %s: %q", family, tbl, f[1], target(f), rules)
+			f := Tokens(line)
+			rules := s.Table(tbl).Rules[f[1]]
+			if len(rules) == 0 || Target(Tokens(rules[0])) != Target(f) {
+				t.Errorf("%s: %s/%s does not start with the jump to %s: %q", family, tbl, f[1], Target(f), rules)
 			}
 			n := 0
 			for _, r := range rules {
-				if target(tokens(r)) == target(f) {
+				if Target(Tokens(r)) == Target(f) {
 					n++
 				}
 			}
 			if n != 1 {
-				t.Errorf("%s: %s/%s jumps to %s %d times", family, tbl, f[1], target(f), n)
+				t.Errorf("%s: %s/%s jumps to %s %d times", family, tbl, f[1], Target(f), n)
 			}
 		}
 	}
@@ -119,7 +117,7 @@ func testBackendOnKernel(t *testing.T, b Backend) {
 	save4 = sh(t, "iptables-"+string(b)+"-save")
 	checkOurs(t, "iptables", v4, save4)
 	checkOurs(t, "ip6tables", v6, sh(t, "ip6tables-"+string(b)+"-save"))
-	if in := parseSave([]byte(save4)).tables["filter"].rules["INPUT"]; len(in) != 2 || in[1] != "-s 192.0.2.1/32 -j DROP" {
+	if in := ParseSave([]byte(save4)).Table("filter").Rules["INPUT"]; len(in) != 2 || in[1] != "-s 192.0.2.1/32 -j DROP" {
 		t.Errorf("INPUT after Resync: %q", in)
 	}
 	if res := run.Resync(); res.Restores != 0 {

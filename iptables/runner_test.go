@@ -323,7 +323,7 @@ func TestRenderedRulesThroughFake(t *testing.T) {
 }
 
 func TestTokens(t *testing.T) {
-	got := tokens(`-m comment --comment "a \"b\" c" -j  X`)
+	got := Tokens(`-m comment --comment "a \"b\" c" -j  X`)
 	if want := []string{"-m", "comment", "--comment", `a "b" c`, "-j", "X"}; !slices.Equal(got, want) {
 		t.Errorf("tokens = %q", got)
 	}

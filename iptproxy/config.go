@@ -25,11 +25,9 @@ type Config struct {
 	// MasqueradeMark is the single mark bit that asks for masquerade; 0 means
 	// DefaultMasqueradeMark.
 	MasqueradeMark uint32
-	// Backend forces the iptables backend (legacy or nft); iptables.Auto detects the one
-	// the node uses, as package iptables does.
-	Backend iptables.Backend
-	// WaitSeconds is how long a restore waits for the xtables lock (-w); 5 when 0.
-	WaitSeconds int
+	// Tools says how to run the iptables tools: the backend (legacy or nft; iptables.Auto
+	// detects the one the node uses) and the xtables lock wait, as in the IPVS mode.
+	Tools iptables.Config
 }
 
 // Validate reports a Config that cannot be rendered.
@@ -43,15 +41,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("cluster CIDR %v is not valid", p)
 		}
 	}
-	switch c.Backend {
-	case iptables.Auto, iptables.Legacy, iptables.NFT:
-	default:
-		return fmt.Errorf("iptables backend %q: want legacy or nft (or empty to detect)", c.Backend)
-	}
-	if c.WaitSeconds < 0 {
-		return fmt.Errorf("wait seconds %d must not be negative", c.WaitSeconds)
-	}
-	return nil
+	return c.Tools.Validate()
 }
 
 func (c Config) mark() uint32 {
@@ -76,7 +66,7 @@ func (c Config) cidrs(f family) []netip.Prefix {
 	var out []netip.Prefix
 	seen := map[netip.Prefix]bool{}
 	for _, p := range c.ClusterCIDRs {
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p)).Masked()
+		p = iptables.UnmapPrefix(p)
 		if familyOf(p.Addr()) != f || seen[p] {
 			continue
 		}
@@ -86,34 +76,12 @@ func (c Config) cidrs(f family) []netip.Prefix {
 	return out
 }
 
-// unmapBits is how many prefix bits an IPv4-mapped IPv6 prefix loses when unmapped.
-func unmapBits(p netip.Prefix) int {
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		return 96
-	}
-	return 0
-}
-
 // family is an address family: IPv4 rules go through iptables, IPv6 ones through ip6tables.
-type family int
+type family = iptables.Family
 
 const (
-	v4 family = iota
-	v6
+	v4 = iptables.V4
+	v6 = iptables.V6
 )
 
-func familyOf(a netip.Addr) family {
-	if a.Unmap().Is4() {
-		return v4
-	}
-	return v6
-}
-
-func (f family) tool() iptables.Family {
-	if f == v6 {
-		return iptables.V6
-	}
-	return iptables.V4
-}
-
-func (f family) String() string { return f.tool().String() }
+func familyOf(a netip.Addr) family { return iptables.FamilyOf(a) }

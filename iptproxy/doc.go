@@ -10,7 +10,7 @@
 // reconciler and a Proxy as its Firewall:
 //
 //	p, err := iptproxy.New(iptables.OSExec{}, iptproxy.Config{
-//		ClusterCIDRs: cidrs, MasqueradeAll: masqAll, Backend: backendFlag,
+//		ClusterCIDRs: cidrs, MasqueradeAll: masqAll, Tools: iptables.Config{Backend: backendFlag},
 //	})
 //	// controller: Firewall = p; Stage(name, svc, st) with st from proxy.BuildService,
 //	// Open/Close around the (no-op) IPVS step, Resync on every full sync.

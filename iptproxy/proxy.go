@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/kube-ipvs/kube-ipvs/controller"
@@ -24,8 +22,7 @@ var _ controller.Firewall = (*Proxy)(nil)
 type Proxy struct {
 	mu      sync.Mutex
 	cfg     Config
-	ex      iptables.Exec
-	backend iptables.Backend // detected on first use
+	tools   *iptables.Tools // the backend is detected on first use
 	nodeIPs []netip.Addr
 	inputs  map[model.ServiceName]*model.ServiceState // every Service with rules, as last staged
 	dirty   map[model.ServiceName]bool                // staged since the last Open or Resync
@@ -51,11 +48,8 @@ func New(ex iptables.Exec, cfg Config) (*Proxy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.WaitSeconds == 0 {
-		cfg.WaitSeconds = 5
-	}
 	cfg.ClusterCIDRs = slices.Clone(cfg.ClusterCIDRs)
-	p := &Proxy{cfg: cfg, ex: ex, inputs: map[model.ServiceName]*model.ServiceState{}, dirty: map[model.ServiceName]bool{}}
+	p := &Proxy{cfg: cfg, tools: iptables.NewTools(ex, cfg.Tools), inputs: map[model.ServiceName]*model.ServiceState{}, dirty: map[model.ServiceName]bool{}}
 	for _, f := range cfg.families() {
 		p.fams = append(p.fams, &famState{f: f, applied: map[model.ServiceName]*svcRules{}, desiredEPs: map[model.ServiceName]int{}})
 	}
@@ -131,7 +125,7 @@ func (p *Proxy) Open() controller.FirewallResult {
 		if t.empty() {
 			continue
 		}
-		if err := p.restore(fs, t.text(), &out); err != nil {
+		if err := p.restore(fs, t.transaction(), &out); err != nil {
 			fs.synced, fs.failed = false, true
 			errs = append(errs, err)
 			continue
@@ -160,8 +154,9 @@ func (p *Proxy) Close() controller.FirewallResult {
 // Resync renders every Service, reads each family's tables (one -save) and, when anything
 // of ours differs from that (a chain flushed, deleted or edited, a rule added, a jump
 // missing or no longer first, a KIPVS- chain we do not want), rebuilds all of it in one
-// restore: every chain of ours declared and rewritten, our jumps deleted wherever they
-// are and inserted first, stray KIPVS- chains removed. When everything is right it only
+// restore: every chain of ours declared and rewritten, and in each built-in chain whose
+// jumps are not first and once, every jump to ours deleted and ours inserted first
+// (iptables.Reconcile), stray KIPVS- chains removed. When everything is right it only
 // reads, so a restarted proxy adopts intact rules.
 func (p *Proxy) Resync() controller.FirewallResult {
 	p.mu.Lock()
@@ -179,24 +174,24 @@ func (p *Proxy) Resync() controller.FirewallResult {
 }
 
 // Cleanup removes every KIPVS- chain and every jump to one from all tables of both
-// families, on every installed backend (package iptables' Cleanup), and forgets what was
-// applied. For `kube-ipvs cleanup` and tests.
+// families, on every installed backend (iptables.Tools.RemoveOurs, as the IPVS mode's
+// Cleanup), and forgets what was applied. For `kube-ipvs cleanup` and tests.
 func (p *Proxy) Cleanup() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res := iptables.New(p.ex, iptables.Config{Backend: p.cfg.Backend, WaitSeconds: p.cfg.WaitSeconds}).Cleanup()
+	_, err := p.tools.RemoveOurs()
 	for _, fs := range p.fams {
 		fs.applied = map[model.ServiceName]*svcRules{}
 		fs.synced = false
 	}
-	return res.Err
+	return err
 }
 
 // Backend returns the iptables backend in use, detecting it on first use.
 func (p *Proxy) Backend() (iptables.Backend, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.detect()
+	return p.tools.Backend()
 }
 
 func (p *Proxy) takeDirty() []model.ServiceName {
@@ -238,44 +233,15 @@ func (p *Proxy) entries() int {
 	return n
 }
 
-func (p *Proxy) detect() (iptables.Backend, error) {
-	if p.backend != "" {
-		return p.backend, nil
-	}
-	b, err := iptables.New(p.ex, iptables.Config{Backend: p.cfg.Backend}).Backend()
-	if err != nil {
-		return "", err
-	}
-	p.backend = b
-	return b, nil
-}
-
-func tool(f family, b iptables.Backend, verb string) string {
-	return fmt.Sprintf("%s-%s-%s", f.tool(), b, verb)
-}
-
-func (p *Proxy) restore(fs *famState, text string, out *controller.FirewallResult) error {
-	b, err := p.detect()
-	if err != nil {
+func (p *Proxy) restore(fs *famState, t *iptables.Transaction, out *controller.FirewallResult) error {
+	if _, err := p.tools.Backend(); err != nil {
 		return err
 	}
 	out.Restores++
-	if _, err := p.ex.Run([]byte(text), tool(fs.f, b, "restore"), "-w", strconv.Itoa(p.cfg.WaitSeconds), "--noflush"); err != nil {
-		return fmt.Errorf("%s: %w", fs.f, withLine(err, text))
+	if err := p.tools.Restore(fs.f, t); err != nil {
+		return fmt.Errorf("%s: %w", fs.f, err)
 	}
 	return nil
-}
-
-func (p *Proxy) save(fs *famState) (saved, error) {
-	b, err := p.detect()
-	if err != nil {
-		return saved{}, err
-	}
-	raw, err := p.ex.Run(nil, tool(fs.f, b, "save"))
-	if err != nil {
-		return saved{}, fmt.Errorf("%s: %w", fs.f, err)
-	}
-	return parseSave(string(raw)), nil
 }
 
 // rebuild renders every Service for the family and makes the kernel match: nothing is
@@ -294,13 +260,13 @@ func (p *Proxy) rebuild(fs *famState, rc *renderConfig, out *controller.Firewall
 		}
 	}
 	full := fullState(fs.f, rc, desired)
-	s, err := p.save(fs)
+	s, err := p.tools.Save(fs.f)
 	if err != nil {
 		fs.synced, fs.failed = false, true
-		return err
+		return fmt.Errorf("%s: %w", fs.f, err)
 	}
-	if text := full.repair(s); text != "" {
-		if err := p.restore(fs, text, out); err != nil {
+	if t := full.repair(s); t != nil {
+		if err := p.restore(fs, t, out); err != nil {
 			fs.synced, fs.failed = false, true
 			return err
 		}
@@ -308,24 +274,4 @@ func (p *Proxy) rebuild(fs *famState, rc *renderConfig, out *controller.Firewall
 	fs.applied = desired
 	fs.synced, fs.failed = true, false
 	return nil
-}
-
-// withLine adds the input line a restore error names ("line N failed").
-func withLine(err error, input string) error {
-	msg := err.Error()
-	i := strings.Index(msg, "line ")
-	if i < 0 {
-		return err
-	}
-	rest := strings.TrimLeft(msg[i+5:], ": ")
-	j := 0
-	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
-		j++
-	}
-	n, convErr := strconv.Atoi(rest[:j])
-	lines := strings.Split(input, "\n")
-	if convErr != nil || n < 1 || n > len(lines) {
-		return err
-	}
-	return fmt.Errorf("%w (input line %d: %s)", err, n, lines[n-1])
 }

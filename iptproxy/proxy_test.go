@@ -51,8 +51,8 @@ var (
 func newSynced(t *testing.T, cfg Config) (*Proxy, *iptables.FakeExec) {
 	t.Helper()
 	fx := iptables.NewFakeExec()
-	if cfg.Backend == iptables.Auto {
-		cfg.Backend = iptables.NFT
+	if cfg.Tools.Backend == iptables.Auto {
+		cfg.Tools.Backend = iptables.NFT
 	}
 	p, err := New(fx, cfg)
 	if err != nil {
@@ -108,7 +108,7 @@ func TestGoldenStaticChains(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := iptables.NewFakeExec()
-			tc.cfg.Backend = iptables.NFT
+			tc.cfg.Tools.Backend = iptables.NFT
 			p, err := New(fx, tc.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -542,7 +542,7 @@ func TestRestartAdoptsIntactRules(t *testing.T) {
 	}
 	fx.TakeOps()
 	cfg := testCfg
-	cfg.Backend = iptables.NFT
+	cfg.Tools.Backend = iptables.NFT
 	q, err := New(fx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -617,7 +617,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, c := range []Config{
 		{MasqueradeMark: 0x6000},
 		{ClusterCIDRs: []netip.Prefix{{}}},
-		{Backend: "bpf"},
+		{Tools: iptables.Config{Backend: "bpf"}},
 	} {
 		if _, err := New(iptables.NewFakeExec(), c); err == nil {
 			t.Errorf("New(%+v) accepted an invalid Config", c)

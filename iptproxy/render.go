@@ -55,8 +55,6 @@ const (
 	prefixEXT = "KIPVS-EXT-" // nat: external traffic: masquerade or keep the client
 	prefixSEP = "KIPVS-SEP-" // nat: one endpoint: hairpin masquerade, affinity, DNAT
 	prefixFW  = "KIPVS-FW-"  // filter: load-balancer source ranges
-
-	ownPrefix = "KIPVS-"
 )
 
 // chainKey names a chain in a table.
@@ -522,24 +520,6 @@ func staticChains(f family, rc *renderConfig) (chains []chainRules, jumps []disp
 		jump(tableFilter, "OUTPUT", "source ranges and rejects for node-originated traffic", ChainOutput),
 	}
 	return append(nat, filter...), jumps
-}
-
-// dispatchChains are the shared chains that hold Services' dispatch rules.
-var dispatchChains = map[chainKey]bool{
-	{tableNAT, ChainServices}:     true,
-	{tableNAT, ChainNodePorts}:    true,
-	{tableFilter, ChainServices}:  true,
-	{tableFilter, ChainFirewall}:  true,
-	{tableFilter, ChainNodePorts}: true,
-}
-
-// addLine is the restore line that adds one dispatch rule: nat KIPVS-SERVICES ends with
-// its jump to KIPVS-NODEPORTS, so rules go before it; elsewhere they are appended.
-func (d dispatchRule) addLine() string {
-	if d.table == tableNAT && d.chain == ChainServices {
-		return "-I " + d.chain + " 1 " + d.spec
-	}
-	return "-A " + d.chain + " " + d.spec
 }
 
 func hasFamily(addrs map[netip.Addr]bool, f family) bool {

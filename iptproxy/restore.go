@@ -1,11 +1,8 @@
 package iptproxy
 
 import (
-	"net/netip"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/model"
@@ -23,7 +20,8 @@ type tx struct {
 // that go away are deleted, the declared chains get their rules, new dispatch rules are
 // added, and the chains that went away, no longer referenced, are deleted.
 type txTable struct {
-	declares, flushes, deletes, rules, adds, removes []string
+	declares, flushes, removes []iptables.Chain
+	deletes, rules, adds       []iptables.Rule
 }
 
 func newTx() *tx { return &tx{tables: map[string]*txTable{}} }
@@ -35,6 +33,12 @@ func (t *tx) table(name string) *txTable {
 		t.tables[name] = tt
 	}
 	return tt
+}
+
+func (k chainKey) chain() iptables.Chain { return iptables.Chain{Table: k.table, Name: k.name} }
+
+func (d dispatchRule) rule() iptables.Rule {
+	return iptables.Rule{Table: d.table, Chain: d.chain, Spec: d.spec}
 }
 
 // diff adds what turns one Service's old rules into its new ones (either may be nil).
@@ -53,9 +57,9 @@ func (t *tx) diff(old, cur *svcRules) {
 				continue
 			}
 			tt := t.table(c.table)
-			tt.declares = append(tt.declares, ":"+c.name+" - [0:0]")
+			tt.declares = append(tt.declares, c.chain())
 			for _, r := range c.rules {
-				tt.rules = append(tt.rules, "-A "+c.name+" "+r)
+				tt.rules = append(tt.rules, iptables.Rule{Table: c.table, Chain: c.name, Spec: r})
 			}
 		}
 	}
@@ -63,8 +67,8 @@ func (t *tx) diff(old, cur *svcRules) {
 		for _, c := range old.chains {
 			if !newChains[c.chainKey] {
 				tt := t.table(c.table)
-				tt.flushes = append(tt.flushes, "-F "+c.name)
-				tt.removes = append(tt.removes, "-X "+c.name)
+				tt.flushes = append(tt.flushes, c.chain())
+				tt.removes = append(tt.removes, c.chain())
 			}
 		}
 	}
@@ -79,7 +83,7 @@ func (t *tx) diff(old, cur *svcRules) {
 			newD[d] = true
 			if !oldD[d] {
 				tt := t.table(d.table)
-				tt.adds = append(tt.adds, d.addLine())
+				tt.adds = append(tt.adds, d.rule())
 			}
 		}
 	}
@@ -87,7 +91,7 @@ func (t *tx) diff(old, cur *svcRules) {
 		for _, d := range old.dispatch {
 			if !newD[d] {
 				tt := t.table(d.table)
-				tt.deletes = append(tt.deletes, "-D "+d.chain+" "+d.spec)
+				tt.deletes = append(tt.deletes, d.rule())
 			}
 		}
 	}
@@ -95,22 +99,54 @@ func (t *tx) diff(old, cur *svcRules) {
 
 func (t *tx) empty() bool { return len(t.tables) == 0 }
 
-func (t *tx) text() string {
-	var b strings.Builder
+// transaction is the restore input, nat first.
+func (t *tx) transaction() *iptables.Transaction {
+	out := iptables.NewTransaction()
 	for _, name := range []string{tableNAT, tableFilter} {
 		tt := t.tables[name]
 		if tt == nil {
 			continue
 		}
-		b.WriteString("*" + name + "\n")
-		for _, part := range [][]string{tt.declares, tt.flushes, tt.deletes, tt.rules, tt.adds, tt.removes} {
-			for _, l := range part {
-				b.WriteString(l + "\n")
-			}
+		out.Table(name)
+		for _, c := range tt.declares {
+			out.Declare(c)
 		}
-		b.WriteString("COMMIT\n")
+		for _, c := range tt.flushes {
+			out.Flush(c)
+		}
+		for _, r := range tt.deletes {
+			out.Delete(r)
+		}
+		for _, r := range tt.rules {
+			out.Append(r)
+		}
+		for _, r := range tt.adds {
+			addDispatch(out, r)
+		}
+		for _, c := range tt.removes {
+			out.DeleteChain(c)
+		}
 	}
-	return b.String()
+	return out
+}
+
+// dispatchChains are the shared chains that hold Services' dispatch rules.
+var dispatchChains = map[chainKey]bool{
+	{tableNAT, ChainServices}:     true,
+	{tableNAT, ChainNodePorts}:    true,
+	{tableFilter, ChainServices}:  true,
+	{tableFilter, ChainFirewall}:  true,
+	{tableFilter, ChainNodePorts}: true,
+}
+
+// addDispatch adds one dispatch rule: nat KIPVS-SERVICES ends with its jump to
+// KIPVS-NODEPORTS, so rules go before it; elsewhere they are appended.
+func addDispatch(t *iptables.Transaction, r iptables.Rule) {
+	if r.Table == tableNAT && r.Chain == ChainServices {
+		t.Insert(r, 1)
+		return
+	}
+	t.Append(r)
 }
 
 // fullRules is a family's complete desired state: every chain of ours with its rules in
@@ -146,114 +182,49 @@ func fullState(f family, rc *renderConfig, services map[model.ServiceName]*svcRu
 	return full
 }
 
-// builtins are the only chains not ours that we write to, and only our jumps.
-var builtins = map[string]bool{"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true}
-
-// repair returns the restore input that turns the kernel's state s into this one, or ""
-// when s already is this state: the same chains of ours in every table with the same
-// rules (in order; in any order in the dispatch chains, where -I and -A interleave them),
-// and in the built-in chains our jumps first, once, and no other rule jumping to ours.
-func (fr *fullRules) repair(s saved) string {
-	if fr.matches(s) {
-		return ""
-	}
-	var b strings.Builder
-	stale := func(t *savedTable) []string {
-		var out []string
-		if t == nil {
-			return nil
-		}
-		want := map[string]bool{}
-		for _, c := range fr.chains {
-			if t.name == c.table {
-				want[c.name] = true
-			}
-		}
-		for _, c := range t.chains {
-			if strings.HasPrefix(c, ownPrefix) && !want[c] {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
-	jumpDeletes := func(t *savedTable) []string {
-		var out []string
-		if t == nil {
-			return nil
-		}
-		for _, c := range t.chains {
-			if !builtins[c] {
-				continue
-			}
-			for _, spec := range t.rules[c] {
-				if strings.HasPrefix(iptables.Target(iptables.Tokens(spec)), ownPrefix) {
-					out = append(out, "-D "+c+" "+spec)
-				}
-			}
-		}
-		return out
-	}
+// desired is the family's complete state as restore input: every chain of ours declared
+// and written, and the jumps from the built-in chains (the last inserted first).
+func (fr *fullRules) desired() *iptables.Transaction {
+	t := iptables.NewTransaction()
 	for _, tn := range []string{tableNAT, tableFilter} {
-		t := s.tables[tn]
-		st := stale(t)
-		b.WriteString("*" + tn + "\n")
+		t.Table(tn)
 		for _, c := range fr.chains {
 			if c.table == tn {
-				b.WriteString(":" + c.name + " - [0:0]\n")
+				t.Declare(c.chain())
 			}
-		}
-		for _, l := range jumpDeletes(t) {
-			b.WriteString(l + "\n")
-		}
-		for _, c := range st {
-			b.WriteString("-F " + c + "\n")
 		}
 		for _, c := range fr.chains {
 			if c.table != tn {
 				continue
 			}
 			for _, r := range c.rules {
-				b.WriteString("-A " + c.name + " " + r + "\n")
+				t.Append(iptables.Rule{Table: tn, Chain: c.name, Spec: r})
 			}
 		}
 		// "-I c 1" pushes down what was inserted before: insert the last jump first.
 		for i := len(fr.jumps) - 1; i >= 0; i-- {
 			if j := fr.jumps[i]; j.table == tn {
-				b.WriteString("-I " + j.chain + " 1 " + j.spec + "\n")
+				t.Jump(j.rule())
 			}
 		}
-		for _, c := range st {
-			b.WriteString("-X " + c + "\n")
-		}
-		b.WriteString("COMMIT\n")
 	}
-	// Other tables (mangle, raw, ...) hold nothing of ours: remove what an older version
-	// or the IPVS mode left there.
-	for _, tn := range s.order {
-		if tn == tableNAT || tn == tableFilter {
-			continue
-		}
-		t := s.tables[tn]
-		dels, st := jumpDeletes(t), stale(t)
-		if len(dels) == 0 && len(st) == 0 {
-			continue
-		}
-		b.WriteString("*" + tn + "\n")
-		for _, l := range dels {
-			b.WriteString(l + "\n")
-		}
-		for _, c := range st {
-			b.WriteString("-F " + c + "\n")
-		}
-		for _, c := range st {
-			b.WriteString("-X " + c + "\n")
-		}
-		b.WriteString("COMMIT\n")
-	}
-	return b.String()
+	return t
 }
 
-func (fr *fullRules) matches(s saved) bool {
+// repair returns the restore input that turns the kernel's state s into this one, nil
+// when s already is this state: the same chains of ours in every table with the same
+// rules (in order; in any order in the dispatch chains, where -I and -A interleave them),
+// and in the built-in chains our jumps first, once, and no other rule jumping to ours.
+// Otherwise every chain of ours is declared and rewritten, and iptables.Reconcile puts the
+// jumps first again and removes chains of ours no longer wanted, in every table.
+func (fr *fullRules) repair(s *iptables.Ruleset) *iptables.Transaction {
+	if fr.matches(s) {
+		return nil
+	}
+	return iptables.Reconcile(fr.desired(), s)
+}
+
+func (fr *fullRules) matches(s *iptables.Ruleset) bool {
 	want := map[string]map[string][]string{} // table -> chain -> rules
 	for _, c := range fr.chains {
 		if want[c.table] == nil {
@@ -267,52 +238,32 @@ func (fr *fullRules) matches(s saved) bool {
 		jumps[k] = append(jumps[k], j.spec)
 	}
 	for tn := range want {
-		if s.tables[tn] == nil {
+		if s.Table(tn) == nil {
 			return false
 		}
 	}
 	for k := range jumps {
-		if t := s.tables[k.table]; t == nil || !slices.Contains(t.chains, k.name) {
+		if !s.Table(k.table).Has(k.name) {
 			return false
 		}
 	}
-	for _, tn := range s.order {
-		t := s.tables[tn]
+	for _, t := range s.Tables {
 		have := 0
-		for _, c := range t.chains {
+		for _, c := range t.Chains {
 			switch {
-			case strings.HasPrefix(c, ownPrefix):
-				rules, ok := want[tn][c]
-				if !ok || !sameRules(rules, t.rules[c], dispatchChains[chainKey{tn, c}]) {
+			case iptables.IsOurs(c):
+				rules, ok := want[t.Name][c]
+				if !ok || !sameRules(rules, t.Rules[c], dispatchChains[chainKey{t.Name, c}]) {
 					return false
 				}
 				have++
-			case builtins[c]:
-				if !jumpsFirst(jumps[chainKey{tn, c}], t.rules[c]) {
+			case iptables.IsBuiltin(c):
+				if !t.JumpsFirst(c, jumps[chainKey{t.Name, c}]) {
 					return false
 				}
 			}
 		}
-		if have != len(want[tn]) {
-			return false
-		}
-	}
-	return true
-}
-
-// jumpsFirst reports whether a built-in chain starts with exactly our jumps and has no
-// other rule that jumps to one of our chains.
-func jumpsFirst(want, have []string) bool {
-	if len(have) < len(want) {
-		return false
-	}
-	for i, w := range want {
-		if normalize(w) != normalize(have[i]) {
-			return false
-		}
-	}
-	for _, h := range have[len(want):] {
-		if strings.HasPrefix(iptables.Target(iptables.Tokens(h)), ownPrefix) {
+		if have != len(want[t.Name]) {
 			return false
 		}
 	}
@@ -326,130 +277,11 @@ func sameRules(want, have []string, anyOrder bool) bool {
 	w := make([]string, len(want))
 	h := make([]string, len(have))
 	for i := range want {
-		w[i], h[i] = normalize(want[i]), normalize(have[i])
+		w[i], h[i] = iptables.Normalize(want[i]), iptables.Normalize(have[i])
 	}
 	if anyOrder {
 		sort.Strings(w)
 		sort.Strings(h)
 	}
 	return slices.Equal(w, h)
-}
-
-// normalize reduces a rule to what it means, so that a rule as written and as -save prints
-// it compare equal on both backends: its options with their values, "!" kept, module
-// loads (-m) dropped, addresses as masked prefixes, lists and options sorted.
-func normalize(spec string) string {
-	toks := iptables.Tokens(spec)
-	var opts []string
-	neg := false
-	for i := 0; i < len(toks); {
-		t := toks[i]
-		if t == "!" {
-			neg = true
-			i++
-			continue
-		}
-		name := t
-		i++
-		var vals []string
-		for i < len(toks) && toks[i] != "!" && !isOption(toks[i]) {
-			vals = append(vals, toks[i])
-			i++
-		}
-		if name == "-m" || name == "--match" {
-			neg = false
-			continue
-		}
-		switch name {
-		case "--jump":
-			name = "-j"
-		case "--goto":
-			name = "-g"
-		case "--source", "--src":
-			name = "-s"
-		case "--destination", "--dst":
-			name = "-d"
-		case "--protocol":
-			name = "-p"
-		case "--destination-port":
-			name = "--dport"
-		}
-		for j, v := range vals {
-			vals[j] = normalValue(name, v)
-		}
-		o := name + "=" + strings.Join(vals, " ")
-		if neg {
-			o = "!" + o
-			neg = false
-		}
-		opts = append(opts, o)
-	}
-	sort.Strings(opts)
-	return strings.Join(opts, "\x00")
-}
-
-func isOption(t string) bool {
-	return len(t) > 1 && t[0] == '-' && (t[1] < '0' || t[1] > '9')
-}
-
-func normalValue(opt, v string) string {
-	switch opt {
-	case "-s", "-d", "--ctorigdst", "--ctorigsrc":
-		if p, err := netip.ParsePrefix(v); err == nil {
-			return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p)).Masked().String()
-		}
-		if a, err := netip.ParseAddr(v); err == nil {
-			return hostPrefix(a.Unmap())
-		}
-	case "--probability":
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return strconv.FormatFloat(f, 'f', 8, 64)
-		}
-	case "--ctstate", "--state":
-		parts := strings.Split(v, ",")
-		sort.Strings(parts)
-		return strings.Join(parts, ",")
-	case "-p":
-		return strings.ToLower(v)
-	}
-	return v
-}
-
-// saved is a -save listing.
-type saved struct {
-	order  []string
-	tables map[string]*savedTable
-}
-
-type savedTable struct {
-	name   string
-	chains []string            // declared chains, in order
-	rules  map[string][]string // chain -> rule specs (after "-A <chain> "), in order
-}
-
-func parseSave(out string) saved {
-	s := saved{tables: map[string]*savedTable{}}
-	var cur *savedTable
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "" || line[0] == '#' || line == "COMMIT":
-		case line[0] == '*':
-			name := line[1:]
-			if s.tables[name] == nil {
-				s.tables[name] = &savedTable{name: name, rules: map[string][]string{}}
-				s.order = append(s.order, name)
-			}
-			cur = s.tables[name]
-		case cur == nil:
-		case line[0] == ':':
-			if f := strings.Fields(line[1:]); len(f) > 0 {
-				cur.chains = append(cur.chains, f[0])
-			}
-		case strings.HasPrefix(line, "-A "):
-			chain, spec, _ := strings.Cut(line[3:], " ")
-			cur.rules[chain] = append(cur.rules[chain], spec)
-		}
-	}
-	return s
 }

@@ -65,7 +65,7 @@ func newBench(t *testing.T, backend iptables.Backend) *bench {
 	sh(t, "ip", "route", "add", "default", "dev", "node0")
 	sh(t, "ip", "-6", "route", "add", "default", "dev", "node0")
 
-	p, err := New(iptables.OSExec{}, Config{Backend: backend, ClusterCIDRs: []netip.Prefix{
+	p, err := New(iptables.OSExec{}, Config{Tools: iptables.Config{Backend: backend}, ClusterCIDRs: []netip.Prefix{
 		netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/64")}})
 	if err != nil {
 		t.Fatal(err)

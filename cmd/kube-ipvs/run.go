@@ -306,7 +306,7 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	} else {
 		ipt, err := iptproxy.New(iptables.OSExec{}, iptproxy.Config{IPv4: true, IPv6: o.firewallConfig.IPv6,
 			ClusterCIDRs: o.firewallConfig.ClusterCIDRs, MasqueradeAll: o.firewallConfig.MasqueradeAll,
-			Backend: iptables.Backend(o.iptablesBackend)})
+			Tools: iptables.Config{Backend: iptables.Backend(o.iptablesBackend)}})
 		if err != nil {
 			return fmt.Errorf("iptables proxier: %w", err)
 		}
