@@ -33,6 +33,7 @@ test: ## host unit tests, then the guest (real-kernel) suite; fails if the host'
 
 unit: ## host unit tests (pure logic; nothing touches the host's kernel state)
 	$(GO) test -count=1 ./...
+	cd hack/image && GOWORK=off $(GO) test -count=1 ./...
 
 guest-test: ## build the guest-tagged tests and run them inside the QEMU guest
 	hack/guest/test.sh
@@ -44,6 +45,10 @@ guest-scenarios: ## run every test/scenarios/*.sh in a guest of its own (SCENARI
 .PHONY: e2e
 e2e: ## kube-ipvs in the guest against a real kube-apiserver + etcd on the host's loopback (docs/e2e.md)
 	hack/e2e/run.sh
+
+.PHONY: image
+image: ## build the DaemonSet's OCI image (linux/amd64 + arm64) into _output/image; no container engine needed
+	VERSION=$(VERSION) hack/image/build.sh
 
 guest-run: ## run SCRIPT=path/to/script.sh inside the guest, with kube-ipvs on PATH
 	@test -n "$(SCRIPT)" || { echo "usage: make guest-run SCRIPT=path/to/script.sh" >&2; exit 2; }
@@ -73,6 +78,7 @@ lint: ## gofmt and go vet (host and guest build tags)
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags guest ./...
+	cd hack/image && GOWORK=off $(GO) vet ./...
 
 clean: ## remove build output (keeps the guest download cache; rm -rf .cache to drop it)
 	rm -rf bin

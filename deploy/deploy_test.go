@@ -405,25 +405,73 @@ func TestKustomization(t *testing.T) {
 	}
 }
 
-func TestDockerfile(t *testing.T) {
-	data, err := os.ReadFile("Dockerfile")
+// TestImageRecipe checks that the one image recipe (hack/image, `make image`; there is no
+// Dockerfile to drift from it) holds what the DaemonSet runs and the README promises, and
+// that the image is named the same in hack/image/build.sh, kustomization.yaml and the README.
+func TestImageRecipe(t *testing.T) {
+	if _, err := os.Stat("Dockerfile"); err == nil {
+		t.Error("deploy/Dockerfile exists again: the image has one recipe, hack/image (make image)")
+	}
+	pkgs := imagePackages(t)
+	for pkg, why := range map[string]string{
+		"iptables":  "iptables-{legacy,nft}-{save,restore}, run by the proxy",
+		"ipset":     "the debugging tool for the proxy's sets",
+		"ipvsadm":   "the IPVS debugging tool",
+		"kmod":      "modprobe, run by preflight",
+		"conntrack": "the conntrack debugging tool",
+		"iproute2":  "ip, to look at kube-ipvs0",
+		"netbase":   "/etc/protocols and /etc/services",
+		"dash":      "/bin/sh, the preflight init container's command",
+	} {
+		if !slices.Contains(pkgs, pkg) {
+			t.Errorf("hack/image/packages.txt lacks %s (%s)", pkg, why)
+		}
+	}
+	ds := only[*appsv1.DaemonSet](t, "daemonset.yaml")
+	if cmd := ds.Spec.Template.Spec.InitContainers[0].Command; len(cmd) == 0 || cmd[0] != "/bin/sh" {
+		t.Errorf("the init container runs %v; the image provides /bin/sh (dash), update the recipe with it", cmd)
+	}
+
+	build, err := os.ReadFile("../hack/image/build.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(data)
-	for _, want := range []string{
-		"ARG GO_VERSION=1.26\n",
-		"FROM golang:${GO_VERSION}-${DEBIAN_RELEASE} AS build\n",
-		"CGO_ENABLED=0 go build",
-		"./cmd/kube-ipvs",
-		"FROM debian:${DEBIAN_RELEASE}-slim\n",
-		"iptables ipset ipvsadm kmod conntrack",
-		"COPY --from=build /out/kube-ipvs /usr/local/bin/kube-ipvs\n",
-		"USER 0:0\n",
-		`ENTRYPOINT ["/usr/local/bin/kube-ipvs"]`,
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("Dockerfile lacks %q", want)
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	data, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil || len(k.Images) != 1 {
+		t.Fatalf("kustomization.yaml images: %v %+v", err, k.Images)
+	}
+	name := k.Images[0].Name
+	if !strings.Contains(string(build), "--name "+name+" ") {
+		t.Errorf("hack/image/build.sh does not name the image %q as kustomization.yaml does", name)
+	}
+	for _, want := range []string{"kustomize edit set image " + name + "=REGISTRY/" + name + ":TAG", "make image"} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md lacks %q", want)
 		}
 	}
+}
+
+// imagePackages is hack/image/packages.txt's package names.
+func imagePackages(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../hack/image/packages.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkgs []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if f := strings.Fields(line); len(f) > 0 {
+			pkgs = append(pkgs, f[0])
+		}
+	}
+	return pkgs
 }

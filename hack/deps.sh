@@ -11,6 +11,7 @@ packages=(
   iproute2 ipvsadm ipset iptables conntrack  # the tools users debug with, copied into the guest
   netbase           # /etc/protocols and /etc/services, read by iptables and ipset
   file              # tells static from dynamic binaries when the image is assembled
+  debian-archive-keyring  # verifies the Debian packages make image fetches with its own apt state
 )
 
 installed() {

@@ -35,19 +35,6 @@ else
 fi
 ((${#scripts[@]} > 0)) || die "no scenario in $dir (test/scenarios/*.sh): nothing would run" 1
 
-# header_appends SCRIPT: the kernel arguments of its "# guest-append:" lines, read from the
-# leading comment block (the shebang included) only.
-header_appends() {
-  local line args=()
-  while IFS= read -r line; do
-    [[ $line == \#* ]] || break
-    if [[ $line =~ ^#[[:space:]]*guest-append:[[:space:]]*(.*[^[:space:]])[[:space:]]*$ ]]; then
-      args+=("${BASH_REMATCH[1]}")
-    fi
-  done <"$1"
-  echo "${args[*]}"
-}
-
 bench_failure() {
   case $1 in
   124) echo " (the guest hung past its timeout)" ;;
@@ -60,7 +47,7 @@ bench_failure() {
 passed=0 failed=0 results=()
 for script in "${scripts[@]}"; do
   name=$(basename "$script" .sh)
-  append=$(header_appends "$script")
+  append=$(header_values "$script" guest-append)
   log "scenario $name${append:+ (kernel arguments: $append)}"
   start=$SECONDS
   set +e
