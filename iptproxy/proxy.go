@@ -10,16 +10,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-var _ controller.Firewall = (*Proxy)(nil)
-
-// Proxy is kube-ipvs' iptables-mode service proxy. It implements controller.Firewall, so
-// the controller drives it like the ipset firewall: Stage records changed Services, Open
-// writes them, Resync repairs everything. It is safe for concurrent use; calls are
+// Proxy is kube-ipvs' iptables-mode rules: Stage records changed Services, Open writes
+// them, Resync repairs everything (Dataplane drives it). It is safe for concurrent use; calls are
 // serialized.
 type Proxy struct {
 	mu      sync.Mutex
@@ -100,17 +96,36 @@ func (p *Proxy) Stage(name model.ServiceName, st *model.ServiceState) {
 	p.dirty[name] = true
 }
 
+// StageAll records every Service's resolved state at once (a repair): those it lacks are
+// gone.
+func (p *Proxy) StageAll(all map[model.ServiceName]*model.ServiceState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name := range p.inputs {
+		if all[name] == nil {
+			delete(p.inputs, name)
+			p.dirty[name] = true
+		}
+	}
+	for name, st := range all {
+		if p.inputs[name] != st {
+			p.inputs[name] = st
+			p.dirty[name] = true
+		}
+	}
+}
+
 // Open writes the staged Services: per family, one iptables-restore --noflush with only
 // their own chains (declared, so flushed, and rewritten when they changed; flushed and
 // deleted when gone) and their own dispatch rules (-A/-I and -D lines). Unchanged
 // Services write nothing; with nothing changed Open runs no process. A family whose
 // static chains are not in place yet (or whose last write failed) is rebuilt whole.
-func (p *Proxy) Open() controller.FirewallResult {
+func (p *Proxy) Open() rulesResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	names := p.takeDirty()
 	rc := p.renderConfig()
-	var out controller.FirewallResult
+	var out rulesResult
 	var errs []error
 	for _, fs := range p.fams {
 		desired := map[model.ServiceName]*svcRules{}
@@ -151,10 +166,10 @@ func (p *Proxy) Open() controller.FirewallResult {
 
 // Close has nothing left to do: Open writes additions and removals in one transaction per
 // family, so no packet meets a half-built path. It reports the entries.
-func (p *Proxy) Close() controller.FirewallResult {
+func (p *Proxy) Close() rulesResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return controller.FirewallResult{Entries: p.entries()}
+	return rulesResult{Entries: p.entries()}
 }
 
 // Resync renders every Service, reads each family's tables (one -save) and, when anything
@@ -163,12 +178,12 @@ func (p *Proxy) Close() controller.FirewallResult {
 // restore: every chain of ours declared and rewritten, our jumps deleted wherever they
 // are and inserted first, stray KIPVS- chains removed. When everything is right it only
 // reads, so a restarted proxy adopts intact rules.
-func (p *Proxy) Resync() controller.FirewallResult {
+func (p *Proxy) Resync() rulesResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.takeDirty()
 	rc := p.renderConfig()
-	var out controller.FirewallResult
+	var out rulesResult
 	var errs []error
 	for _, fs := range p.fams {
 		errs = append(errs, p.rebuild(fs, rc, &out))
@@ -254,7 +269,7 @@ func tool(f family, b iptables.Backend, verb string) string {
 	return fmt.Sprintf("%s-%s-%s", f.tool(), b, verb)
 }
 
-func (p *Proxy) restore(fs *famState, text string, out *controller.FirewallResult) error {
+func (p *Proxy) restore(fs *famState, text string, out *rulesResult) error {
 	b, err := p.detect()
 	if err != nil {
 		return err
@@ -280,7 +295,7 @@ func (p *Proxy) save(fs *famState) (saved, error) {
 
 // rebuild renders every Service for the family and makes the kernel match: nothing is
 // written when it already does.
-func (p *Proxy) rebuild(fs *famState, rc *renderConfig, out *controller.FirewallResult) error {
+func (p *Proxy) rebuild(fs *famState, rc *renderConfig, out *rulesResult) error {
 	desired := map[model.ServiceName]*svcRules{}
 	for n := range p.inputs {
 		if r := p.render(fs, n, rc); !r.empty() {
