@@ -237,7 +237,7 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("  also 443, 20%% NodePort (half of those with both ports), as if the API server had them\n")
 	p("  when the proxy starts;\n")
 	p("- the informers, `controller.New`, and the real IPVS, `kube-ipvs0`, ipset and iptables\n")
-	p("  reconcilers built by package `controller/adapters`, the code `cmd/kube-ipvs` builds them\n")
+	p("  dataplane built by `dataplane/ipvsmode.New`, the code `cmd/kube-ipvs` builds it\n")
 	p("  with; the production observers (metrics, health); `--min-sync-period=0`, so that each\n")
 	p("  change is applied alone (the default 1 s only adds coalescing delay), and no periodic\n")
 	p("  resync during the single changes (it is measured on its own, triggered by a Node change);\n")
@@ -347,7 +347,7 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("in its own network namespace, then renders this file, the chart and the JSON with\n")
 	p("`kipvs-bench report`. It is not part of `make test`. The limits found are tested on every\n")
 	p("`make test`: `controller/scale_test.go`, `firewall/packed_test.go`, `ipvs/batch_test.go`,\n")
-	p("`ipvs/share_test.go`, `controller/adapters/adapters_test.go`, and in the guest\n")
+	p("`ipvs/share_test.go`, `dataplane/ipvsmode/ipvsmode_test.go`, and in the guest\n")
 	p("`ipvs/scale_guest_test.go` and `dummyif/scale_guest_test.go`.\n")
 	return nil
 }

@@ -28,7 +28,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/conntrack"
 	"github.com/kube-ipvs/kube-ipvs/controller"
-	"github.com/kube-ipvs/kube-ipvs/controller/adapters"
+	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
@@ -159,17 +159,12 @@ func (r *runner) populate() error {
 	return nil
 }
 
-// wire builds the proxy as cmd/kube-ipvs's serve does: the same reconcilers (package
-// adapters), kernel settings, event recorder, observers and controller.New.
+// wire builds the proxy as cmd/kube-ipvs's serve does: the same dataplane (ipvsmode.New),
+// kernel settings, event recorder, observers and controller.New.
 func (r *runner) wire(ctx context.Context) error {
-	ipvsR, err := adapters.NewIPVS(drainTimeout)
-	if err != nil {
-		return fmt.Errorf("IPVS: %w", err)
-	}
 	if _, err := sysctl.Apply(sysctl.ForProxy(kernelRelease(), sysctl.Options{})); err != nil {
 		r.log("setting kernel parameters: %v", err)
 	}
-	addrR := adapters.NewAddresses(DummyInterface)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.client.CoreV1().Events("")})
 	go func() { <-ctx.Done(); broadcaster.Shutdown() }()
@@ -180,8 +175,6 @@ func (r *runner) wire(ctx context.Context) error {
 		DefaultScheduler: "rr",
 		SyncPeriod:       24 * time.Hour, // full resyncs are measured on their own
 		MinSyncPeriod:    r.o.MinSyncPeriod,
-		NodePortMin:      NodePortBase,
-		NodePortMax:      NodePortMax,
 	}
 	r.metrics = metrics.New()
 	r.metrics.SetProxyMode(metrics.ModeIPVS)
@@ -189,14 +182,15 @@ func (r *runner) wire(ctx context.Context) error {
 	sh := healthcheck.NewServiceHealth(ph.Live)
 	go func() { <-ctx.Done(); sh.Close() }()
 	obs := controller.Observers{Metrics: r.metrics, ProxyHealth: ph, ServiceHealth: sh}
-	fw, err := adapters.NewFirewall(firewall.Config{ClusterCIDRs: []netip.Prefix{ClusterCIDR}}, "")
-	if err != nil {
-		return fmt.Errorf("firewall: %w", err)
-	}
-	hostAddrs := func() ([]netip.Addr, error) { return nodeaddr.List(DummyInterface) }
 	// The proxy logs every sync at info level; the bench keeps warnings and errors.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r.ctl, err = controller.New(cfg, r.client, fw, ipvsR, addrR, conntrack.Cleaner{}, hostAddrs, recorder, obs, log)
+	dp, err := ipvsmode.New(ipvsmode.Config{Firewall: firewall.Config{ClusterCIDRs: []netip.Prefix{ClusterCIDR}},
+		NodePortMin: NodePortBase, NodePortMax: NodePortMax}, DummyInterface, drainTimeout, "", conntrack.Cleaner{}, log)
+	if err != nil {
+		return fmt.Errorf("IPVS mode: %w", err)
+	}
+	hostAddrs := func() ([]netip.Addr, error) { return nodeaddr.List(DummyInterface) }
+	r.ctl, err = controller.New(cfg, r.client, dp, hostAddrs, recorder, obs, log)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 // Package bench is kube-ipvs' scale bench: it feeds synthetic Services and EndpointSlices
 // through the production path (client-go's fake clientset, the informers, controller.New and
-// the real IPVS, kube-ipvs0, ipset and iptables reconcilers built by package adapters, as
+// the real IPVS, kube-ipvs0, ipset and iptables reconcilers of package dataplane/ipvsmode, as
 // cmd/kube-ipvs builds them) inside the QEMU guest, measures cold start and single changes
 // against the kernel, and renders BENCHMARKS.md and a chart from the results.
 //

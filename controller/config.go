@@ -22,12 +22,6 @@ type Config struct {
 	// NodePortPrimary uses the Node object's InternalIP addresses instead (kube-proxy's
 	// --nodeport-addresses=primary).
 	NodePortPrimary bool
-	// ExcludeCIDRs are never cleaned up: virtual servers there that the proxy does not want
-	// are left alone even when they look like its own (kube-proxy's ipvs.excludeCIDRs).
-	ExcludeCIDRs []netip.Prefix
-	// NodePortRange bounds the ports of NodePort virtual servers on node IPs that the proxy
-	// considers its own when it repairs drift (--service-node-port-range).
-	NodePortMin, NodePortMax uint16
 	// NoSchedulers says the dataplane ignores IPVS schedulers (the iptables fallback, which
 	// balances randomly): a Service that asks for one is told so by a Warning Event.
 	NoSchedulers bool

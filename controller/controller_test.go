@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -20,120 +19,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
-
-// fakeIPVS keeps virtual servers in a map and counts one write per virtual server changed.
-type fakeIPVS struct {
-	vs       map[model.VSKey]*model.VirtualServer
-	writes   int
-	failNext map[model.VSKey]error
-	onResync func() // run when Resync begins
-	fwFailed int    // FirewallFailed calls
-}
-
-func (f *fakeIPVS) FirewallFailed() { f.fwFailed++ }
-
-func (f *fakeIPVS) Apply(ch map[model.VSKey]*model.VirtualServer) IPVSResult {
-	w := 0
-	errs := map[model.VSKey]error{}
-	for k, v := range ch {
-		if e := f.failNext[k]; e != nil {
-			delete(f.failNext, k)
-			errs[k] = e
-			w++
-			continue
-		}
-		old := f.vs[k]
-		switch {
-		case v == nil && old != nil:
-			delete(f.vs, k)
-			w++
-		case v != nil && (old == nil || !old.Equal(v)):
-			f.vs[k] = v
-			w++
-		}
-	}
-	f.writes += w
-	return IPVSResult{Writes: w, Errors: errs}
-}
-
-func (f *fakeIPVS) Drain() IPVSResult { return IPVSResult{} }
-func (f *fakeIPVS) Draining() int     { return 0 }
-
-func (f *fakeIPVS) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) IPVSResult {
-	if f.onResync != nil {
-		f.onResync()
-	}
-	ch := map[model.VSKey]*model.VirtualServer{}
-	for k := range f.vs {
-		if desired[k] == nil && owned(k) {
-			ch[k] = nil
-		}
-	}
-	for k, v := range desired {
-		ch[k] = v
-	}
-	return f.Apply(ch)
-}
-
-func (f *fakeIPVS) Writes() uint64 { return uint64(f.writes) }
-
-type fakeAddrs struct {
-	bound  map[netip.Addr]bool
-	writes int
-	// Hooks run by Resync before listing and after (before writing).
-	beforeResync, afterListing func()
-	// resyncErr makes Resync fail as a failed listing does: before found, writing nothing.
-	resyncErr error
-}
-
-func (f *fakeAddrs) EnsureLink() error { return nil }
-func (f *fakeAddrs) Apply(bind, unbind []netip.Addr) AddrResult {
-	w := 0
-	for _, a := range bind {
-		if !f.bound[a] {
-			f.bound[a] = true
-			w++
-		}
-	}
-	for _, a := range unbind {
-		if f.bound[a] {
-			delete(f.bound, a)
-			w++
-		}
-	}
-	f.writes += w
-	return AddrResult{Writes: w}
-}
-func (f *fakeAddrs) Resync(desired map[netip.Addr]bool, found func(map[netip.Addr]bool)) AddrResult {
-	if f.beforeResync != nil {
-		f.beforeResync()
-	}
-	if f.resyncErr != nil {
-		return AddrResult{Err: f.resyncErr}
-	}
-	found(f.Bound())
-	if f.afterListing != nil {
-		f.afterListing()
-	}
-	var bind, unbind []netip.Addr
-	for a := range desired {
-		bind = append(bind, a)
-	}
-	for a := range f.bound {
-		if !desired[a] {
-			unbind = append(unbind, a)
-		}
-	}
-	return f.Apply(bind, unbind)
-}
-func (f *fakeAddrs) Bound() map[netip.Addr]bool {
-	m := map[netip.Addr]bool{}
-	for a := range f.bound {
-		m[a] = true
-	}
-	return m
-}
-func (f *fakeAddrs) Writes() uint64 { return uint64(f.writes) }
 
 type schedUnavailable struct{ s string }
 
@@ -165,8 +50,7 @@ func slice(svc, name string, ips ...string) *discoveryv1.EndpointSlice {
 type harness struct {
 	t        *testing.T
 	client   *fake.Clientset
-	ipvs     *fakeIPVS
-	addrs    *fakeAddrs
+	dp       *fakeDP
 	recorder *record.FakeRecorder
 	c        *Controller
 }
@@ -181,19 +65,18 @@ func newHarness(t *testing.T) *harness {
 func startHarness(t *testing.T, client *fake.Clientset, obs Observers) *harness {
 	t.Helper()
 	h := &harness{t: t, client: client,
-		ipvs:     &fakeIPVS{vs: map[model.VSKey]*model.VirtualServer{}, failNext: map[model.VSKey]error{}},
-		addrs:    &fakeAddrs{bound: map[netip.Addr]bool{}},
+		dp:       newFakeDP(),
 		recorder: record.NewFakeRecorder(100)}
-	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, NodePortMin: 30000, NodePortMax: 32767}
+	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour}
 	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
-	c, err := New(cfg, h.client, nil, h.ipvs, h.addrs, nil, hostAddrs, h.recorder, obs, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(cfg, h.client, h.dp, hostAddrs, h.recorder, obs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.c = c
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := c.start(ctx); err != nil {
+	if err := c.src.start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -228,7 +111,7 @@ func (h *harness) waitSlice(name string) *discoveryv1.EndpointSlice {
 	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if o, ok, _ := h.c.slices.GetByKey("ns/" + name); ok {
+		if o, ok, _ := h.c.src.slices.GetByKey("ns/" + name); ok {
 			return o.(*discoveryv1.EndpointSlice)
 		}
 		time.Sleep(time.Millisecond)
@@ -254,11 +137,11 @@ func TestFullSyncThenNoOpAndIncrementalChanges(t *testing.T) {
 	if err := h.c.sync(true); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.ipvs.vs[vsKey("10.96.0.1", 80)]; got == nil || len(got.Reals) != 2 {
+	if got := h.dp.vs[vsKey("10.96.0.1", 80)]; got == nil || len(got.Reals) != 2 {
 		t.Fatalf("service a's virtual server: %v", got)
 	}
-	if !h.addrs.bound[netip.MustParseAddr("10.96.0.1")] || !h.addrs.bound[netip.MustParseAddr("10.96.0.2")] {
-		t.Fatalf("bound addresses: %v", h.addrs.bound)
+	if !h.dp.bound[netip.MustParseAddr("10.96.0.1")] || !h.dp.bound[netip.MustParseAddr("10.96.0.2")] {
+		t.Fatalf("bound addresses: %v", h.dp.bound)
 	}
 
 	// Nothing changed: nothing is written.
@@ -276,7 +159,7 @@ func TestFullSyncThenNoOpAndIncrementalChanges(t *testing.T) {
 	if st.Services != 1 || st.IPVSWrites != 1 || st.AddrWrites != 0 {
 		t.Fatalf("endpoint change: %+v", st)
 	}
-	if n := len(h.ipvs.vs[vsKey("10.96.0.1", 80)].Reals); n != 3 {
+	if n := len(h.dp.vs[vsKey("10.96.0.1", 80)].Reals); n != 3 {
 		t.Fatalf("a has %d real servers, want 3", n)
 	}
 
@@ -284,8 +167,8 @@ func TestFullSyncThenNoOpAndIncrementalChanges(t *testing.T) {
 	h.client.CoreV1().Services("ns").Delete(ctx, "b", metav1.DeleteOptions{})
 	h.waitDirty("b")
 	h.syncChanged()
-	if h.ipvs.vs[vsKey("10.96.0.2", 80)] != nil || h.addrs.bound[netip.MustParseAddr("10.96.0.2")] {
-		t.Fatalf("deleted service b left %v / %v", h.ipvs.vs, h.addrs.bound)
+	if h.dp.vs[vsKey("10.96.0.2", 80)] != nil || h.dp.bound[netip.MustParseAddr("10.96.0.2")] {
+		t.Fatalf("deleted service b left %v / %v", h.dp.vs, h.dp.bound)
 	}
 }
 
@@ -295,7 +178,7 @@ func TestInvalidSchedulerRaisesOneEventAndUsesDefault(t *testing.T) {
 	h.client.CoreV1().Services("ns").Create(ctx, service("bad", "10.96.0.5", map[string]string{"kube-ipvs.io/scheduler": "fastest"}), metav1.CreateOptions{})
 	h.waitDirty("bad")
 	h.syncChanged()
-	if got := h.ipvs.vs[vsKey("10.96.0.5", 80)]; got == nil || got.Spec.Scheduler != "rr" {
+	if got := h.dp.vs[vsKey("10.96.0.5", 80)]; got == nil || got.Spec.Scheduler != "rr" {
 		t.Fatalf("virtual server %v, want scheduler rr", got)
 	}
 	select {
@@ -320,10 +203,10 @@ func TestSchedulerTheKernelLacksFallsBackToDefault(t *testing.T) {
 	ctx := context.Background()
 	h.client.CoreV1().Services("ns").Create(ctx, service("t", "10.96.0.6", map[string]string{"kube-ipvs.io/scheduler": "twos"}), metav1.CreateOptions{})
 	h.waitDirty("t")
-	h.ipvs.failNext[vsKey("10.96.0.6", 80)] = schedUnavailable{"twos"}
+	h.dp.failNext[vsKey("10.96.0.6", 80)] = schedUnavailable{"twos"}
 	h.syncChanged()
 	h.syncChanged() // the Service was queued again with the scheduler marked unavailable
-	if got := h.ipvs.vs[vsKey("10.96.0.6", 80)]; got == nil || got.Spec.Scheduler != "rr" {
+	if got := h.dp.vs[vsKey("10.96.0.6", 80)]; got == nil || got.Spec.Scheduler != "rr" {
 		t.Fatalf("virtual server %v, want the default rr", got)
 	}
 	found := false
@@ -342,119 +225,20 @@ func TestFailedWriteIsRetried(t *testing.T) {
 	ctx := context.Background()
 	h.client.CoreV1().Services("ns").Create(ctx, service("r", "10.96.0.7", nil), metav1.CreateOptions{})
 	h.waitDirty("r")
-	h.ipvs.failNext[vsKey("10.96.0.7", 80)] = io.ErrUnexpectedEOF
+	h.dp.failNext[vsKey("10.96.0.7", 80)] = io.ErrUnexpectedEOF
 	if err := h.c.sync(false); err == nil {
 		t.Fatal("a failed kernel call must fail the sync")
 	}
-	if h.ipvs.vs[vsKey("10.96.0.7", 80)] != nil {
+	if h.dp.vs[vsKey("10.96.0.7", 80)] != nil {
 		t.Fatal("fake applied a failing write")
 	}
 	// No new event: the retry alone brings it in.
 	if err := h.c.sync(false); err != nil {
 		t.Fatal(err)
 	}
-	if h.ipvs.vs[vsKey("10.96.0.7", 80)] == nil {
+	if h.dp.vs[vsKey("10.96.0.7", 80)] == nil {
 		t.Fatal("the failed virtual server was not retried")
 	}
-}
-
-// A Service deleted while the proxy was down leaves its address on kube-ipvs0 and its virtual
-// server behind: the first full sync removes both, though the address is unbound in the same
-// sync, and leaves a virtual server on an address that was never the proxy's.
-func TestFullSyncRemovesWhatServicesDeletedWhileDownLeft(t *testing.T) {
-	h := newHarness(t)
-	ctx := context.Background()
-	stale, foreign := vsKey("10.96.0.9", 80), vsKey("192.0.2.50", 80)
-	h.addrs.bound[stale.Addr] = true
-	h.ipvs.vs[stale] = &model.VirtualServer{Key: stale, Spec: model.VSSpec{Scheduler: "rr"}}
-	h.ipvs.vs[foreign] = &model.VirtualServer{Key: foreign, Spec: model.VSSpec{Scheduler: "rr"}}
-	h.client.CoreV1().Services("ns").Create(ctx, service("a", "10.96.0.1", nil), metav1.CreateOptions{})
-	h.waitDirty("a")
-	if err := h.c.sync(true); err != nil {
-		t.Fatal(err)
-	}
-	if h.ipvs.vs[stale] != nil || h.addrs.bound[stale.Addr] {
-		t.Errorf("the deleted Service's virtual server (%v) or address (%v) is left", h.ipvs.vs[stale] != nil, h.addrs.bound[stale.Addr])
-	}
-	if h.ipvs.vs[foreign] == nil {
-		t.Error("a virtual server that was never the proxy's was deleted")
-	}
-	if h.ipvs.vs[vsKey("10.96.0.1", 80)] == nil || !h.addrs.bound[netip.MustParseAddr("10.96.0.1")] {
-		t.Error("Service a was not programmed")
-	}
-}
-
-// A full sync repairs IPVS while the addresses are being written (binding tens of thousands
-// of addresses is slow in the kernel, and IPVS need not wait for it).
-func TestFullSyncRepairsAddressesAndIPVSAtOnce(t *testing.T) {
-	h := newHarness(t)
-	ctx := context.Background()
-	h.client.CoreV1().Services("ns").Create(ctx, service("a", "10.96.0.1", nil), metav1.CreateOptions{})
-	h.waitDirty("a")
-	ipvsBegan := make(chan struct{})
-	h.ipvs.onResync = func() { close(ipvsBegan) }
-	h.addrs.afterListing = func() {
-		select {
-		case <-ipvsBegan:
-		case <-time.After(10 * time.Second):
-			t.Error("the IPVS repair did not begin while the addresses were being written")
-		}
-	}
-	if err := h.c.sync(true); err != nil {
-		t.Fatal(err)
-	}
-	if h.ipvs.vs[vsKey("10.96.0.1", 80)] == nil || !h.addrs.bound[netip.MustParseAddr("10.96.0.1")] {
-		t.Error("Service a was not programmed")
-	}
-}
-
-// When the addresses cannot be listed, IPVS is still repaired, owning only the virtual
-// servers on addresses the proxy binds, and the sync reports the address failure.
-func TestFullSyncRepairsIPVSWhenTheAddressesCannotBeListed(t *testing.T) {
-	h := newHarness(t)
-	ctx := context.Background()
-	unknown := vsKey("10.96.0.9", 80)
-	h.ipvs.vs[unknown] = &model.VirtualServer{Key: unknown, Spec: model.VSSpec{Scheduler: "rr"}}
-	h.client.CoreV1().Services("ns").Create(ctx, service("a", "10.96.0.1", nil), metav1.CreateOptions{})
-	h.waitDirty("a")
-	h.addrs.resyncErr = errors.New("listing refused")
-	err := h.c.sync(true)
-	if err == nil || !strings.Contains(err.Error(), "listing refused") {
-		t.Fatalf("sync error %v, want the address failure", err)
-	}
-	if h.ipvs.vs[vsKey("10.96.0.1", 80)] == nil {
-		t.Error("IPVS was not repaired")
-	}
-	if h.ipvs.vs[unknown] == nil {
-		t.Error("a virtual server on an address not known to be the proxy's was deleted")
-	}
-}
-
-// A failed ipset or iptables step is told to the IPVS reconciler when it listens (iptables
-// mode's UDP flow tracker must clear again after the repair).
-func TestFirewallFailureIsToldToTheIPVSReconciler(t *testing.T) {
-	h := newHarness(t)
-	h.c.fw = failingFirewall{}
-	ctx := context.Background()
-	h.client.CoreV1().Services("ns").Create(ctx, service("a", "10.96.0.1", nil), metav1.CreateOptions{})
-	h.waitDirty("a")
-	h.syncChanged()
-	if h.ipvs.fwFailed == 0 {
-		t.Fatal("the IPVS reconciler was not told that the firewall step failed")
-	}
-}
-
-// failingFirewall fails every step.
-type failingFirewall struct{}
-
-func (failingFirewall) SetNodeIPs([]netip.Addr)                      {}
-func (failingFirewall) Stage(model.ServiceName, *model.ServiceState) {}
-func (failingFirewall) Open() FirewallResult {
-	return FirewallResult{Err: errors.New("restore failed")}
-}
-func (failingFirewall) Close() FirewallResult { return FirewallResult{} }
-func (failingFirewall) Resync() FirewallResult {
-	return FirewallResult{Err: errors.New("restore failed")}
 }
 
 func TestConflictingVirtualServerGoesToFirstOwnerThenMoves(t *testing.T) {
@@ -480,7 +264,7 @@ func TestConflictingVirtualServerGoesToFirstOwnerThenMoves(t *testing.T) {
 	if o, _ := d.ownerOf(vsKey("198.51.100.7", 80)); o.Name != "two" {
 		t.Fatalf("after ns/one left, external IP owned by %v, want ns/two", o)
 	}
-	if h.ipvs.vs[vsKey("198.51.100.7", 80)] == nil || !h.addrs.bound[netip.MustParseAddr("198.51.100.7")] {
+	if h.dp.vs[vsKey("198.51.100.7", 80)] == nil || !h.dp.bound[netip.MustParseAddr("198.51.100.7")] {
 		t.Fatal("ns/two's external IP is not programmed")
 	}
 }
@@ -488,7 +272,7 @@ func TestConflictingVirtualServerGoesToFirstOwnerThenMoves(t *testing.T) {
 // Changes arriving faster than MinSyncPeriod are applied together, not one sync each.
 func TestBurstOfChangesIsCoalesced(t *testing.T) {
 	h := newHarness(t)
-	h.c.cfg.MinSyncPeriod = 300 * time.Millisecond
+	h.c.sched.minInterval = 500 * time.Millisecond // changes arriving within it coalesce
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = h.c.Run(ctx); close(done) }()
@@ -519,4 +303,61 @@ func (h *harness) waitStats(cond func(Stats) bool) Stats {
 	}
 	h.t.Fatalf("timed out; last stats %+v", h.c.Stats())
 	return Stats{}
+}
+
+// A step that fails as a whole (a restore, a listing) asks for a full repair from the
+// desired state as soon as the backoff allows, rather than retrying keys.
+func TestWholeStepFailureAsksForARepair(t *testing.T) {
+	h := newHarness(t)
+	if err := h.c.sync(true); err != nil {
+		t.Fatal(err)
+	}
+	h.client.CoreV1().Services("ns").Create(context.Background(), service("a", "10.96.0.1", nil), metav1.CreateOptions{})
+	h.waitDirty("a")
+	h.dp.applyErr = io.ErrUnexpectedEOF
+	if err := h.c.sync(false); err == nil {
+		t.Fatal("a failed step must fail the sync")
+	}
+	if !h.c.sched.fullDue {
+		t.Fatal("no repair was asked for after a whole-step failure")
+	}
+	repairs := h.dp.repairs
+	h.c.sched.ticked(time.Now(), 0) // the fake has no periodic work
+	if w, _ := h.c.sched.decide(time.Now().Add(2*time.Second), false, false); w != full {
+		t.Fatalf("after the backoff the schedule says %v, want a full repair", w)
+	}
+	if err := h.c.sync(true); err != nil || h.dp.repairs != repairs+1 {
+		t.Fatalf("repair: %v, %d repairs", err, h.dp.repairs-repairs)
+	}
+}
+
+// A Service that loses a virtual server to another is handed to the dataplane without it,
+// so that no part of a mode (set entries, rules) writes anything for what it lost.
+func TestConflictLoserIsStagedWithoutTheLostVirtualServer(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	for _, n := range []string{"one", "two"} {
+		s := service(n, map[string]string{"one": "10.96.1.1", "two": "10.96.1.2"}[n], nil)
+		s.Spec.ExternalIPs = []string{"198.51.100.7"}
+		h.client.CoreV1().Services("ns").Create(ctx, s, metav1.CreateOptions{})
+		h.waitDirty(n)
+	}
+	h.syncChanged()
+	lost := vsKey("198.51.100.7", 80)
+	two := h.dp.services[model.ServiceName{Namespace: "ns", Name: "two"}]
+	if two == nil || two.VSes[lost] != nil || two.VSes[vsKey("10.96.1.2", 80)] == nil {
+		t.Fatalf("ns/two staged as %+v: want its ClusterIP without the external IP it lost", two)
+	}
+	if one := h.dp.services[model.ServiceName{Namespace: "ns", Name: "one"}]; one == nil || one.VSes[lost] == nil {
+		t.Fatalf("ns/one staged without the external IP it won: %+v", one)
+	}
+	found := false
+	for len(h.recorder.Events) > 0 {
+		if e := <-h.recorder.Events; strings.Contains(e, "VirtualServerConflict") && strings.Contains(e, "ns/one") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no Warning Event naming the winner")
+	}
 }

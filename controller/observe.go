@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
@@ -44,29 +45,17 @@ func (c *Controller) noteNode(n *corev1.Node) {
 	}
 }
 
-func (c *Controller) noteAddrs(r AddrResult, st *Stats) {
-	st.AddrWrites += r.Writes
-	if m := c.obs.Metrics; m != nil {
-		m.AddNetlinkWrites(metrics.SubsystemAddress, metrics.OpAdd, r.Added)
-		m.AddNetlinkWrites(metrics.SubsystemAddress, metrics.OpDelete, r.Removed)
-		n := len(r.Errors)
-		if r.Err != nil {
-			n++
-		}
-		m.AddKernelErrors(metrics.SubsystemAddress, n)
+// noteResult counts a dataplane call's kernel writes and failures.
+func (c *Controller) noteResult(r dataplane.Result) {
+	m := c.obs.Metrics
+	if m == nil {
+		return
 	}
-}
-
-func (c *Controller) noteIPVS(r IPVSResult) {
-	if m := c.obs.Metrics; m != nil {
-		for op, n := range r.Ops {
-			m.AddNetlinkWrites(metrics.SubsystemIPVS, op, n)
-		}
-		n := len(r.Errors)
-		if r.Err != nil {
-			n++
-		}
-		m.AddKernelErrors(metrics.SubsystemIPVS, n)
+	for op, n := range r.Ops {
+		m.AddNetlinkWrites(op.Subsystem, op.Name, n)
+	}
+	for sub, n := range r.Failures {
+		m.AddKernelErrors(sub, n)
 	}
 }
 
@@ -90,7 +79,7 @@ func (c *Controller) noteSync(full bool, st Stats, wholeFailed bool, snapshot ti
 	if m := c.obs.Metrics; m != nil {
 		m.SyncDone(full, st.Duration, !wholeFailed, now)
 		m.SetPendingChanges(pending)
-		m.SetDesiredState(metrics.DesiredState{VirtualServers: st.VirtualSrvrs, RealServers: c.state.reals, VIPs: len(c.state.bindRefs), IPSetEntries: c.fwEntries})
+		m.SetDesiredState(metrics.DesiredState{VirtualServers: st.VirtualSrvrs, RealServers: c.state.reals, VIPs: len(c.state.bindRefs), IPSetEntries: c.setEntries})
 		if !wholeFailed {
 			for _, ts := range triggers {
 				for _, t := range ts {
@@ -129,25 +118,9 @@ func (c *Controller) reportHealthPortErrors(errs map[model.ServiceName]error) {
 		}
 		c.healthErr[name] = msg
 		c.log.Error("health check node port cannot be served", "service", name, "err", err)
-		if svc, gerr := c.services.Services(name.Namespace).Get(name.Name); gerr == nil && c.recorder != nil {
+		if svc, gerr := c.src.services.Services(name.Namespace).Get(name.Name); gerr == nil && c.recorder != nil {
 			c.recorder.Eventf(svc, corev1.EventTypeWarning, "HealthCheckNodePortUnavailable",
 				"cannot serve healthCheckNodePort %d: %v", svc.Spec.HealthCheckNodePort, err)
 		}
 	}
-}
-
-// LookupVS tells which Service and port own a virtual server: for per-Service metrics. It
-// may be called from any goroutine.
-func (c *Controller) LookupVS(key model.VSKey) (model.ServiceName, string, bool) {
-	c.stateMu.RLock()
-	defer c.stateMu.RUnlock()
-	owner, ok := c.state.vsOwner[key]
-	if !ok {
-		return model.ServiceName{}, "", false
-	}
-	s := c.state.services[owner]
-	if s == nil || s.VSes[key] == nil {
-		return model.ServiceName{}, "", false
-	}
-	return owner, s.VSes[key].PortName, true
 }

@@ -49,7 +49,7 @@ func scaleHarness(t *testing.T, n int) *harness {
 	if err := c.sync(true); err != nil {
 		t.Fatal(err)
 	}
-	if got := len(h.ipvs.vs); got != n {
+	if got := len(h.dp.vs); got != n {
 		t.Fatalf("%d virtual servers after the full sync, want %d", got, n)
 	}
 	return h
@@ -142,7 +142,7 @@ func TestInformerCacheDropsWhatTheProxyNeverReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitDirty("m")
-	got, err := h.c.services.Services("ns").Get("m")
+	got, err := h.c.src.services.Services("ns").Get("m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,25 +256,5 @@ func TestUnchangedVirtualServerKeepsItsObject(t *testing.T) {
 	}
 	if ch := d.update(name, build("web", 2)); len(ch.vs) != 1 {
 		t.Fatalf("a weight change: changes %v", ch.vs)
-	}
-}
-
-// The periodic repair keeps to --sync-period while it is quick, and is spaced so that it
-// takes at most a fifth of the loop's time when it is not (changes wait while it runs).
-func TestRepairIntervalBoundsTheRepairsShare(t *testing.T) {
-	for _, tc := range []struct{ period, took, want time.Duration }{
-		{30 * time.Second, 0, 30 * time.Second},
-		{30 * time.Second, 2 * time.Second, 30 * time.Second},
-		{30 * time.Second, 6 * time.Second, 30 * time.Second},
-		{30 * time.Second, 10 * time.Second, 50 * time.Second},
-		{30 * time.Second, 95 * time.Second, 475 * time.Second},
-	} {
-		got := repairInterval(tc.period, tc.took)
-		if got != tc.want {
-			t.Errorf("repairInterval(%s, %s) = %s, want %s", tc.period, tc.took, got, tc.want)
-		}
-		if share := float64(tc.took) / float64(tc.took+got); share > 0.2 {
-			t.Errorf("a repair of %s every %s takes %.0f%% of the time", tc.took, got, 100*share)
-		}
 	}
 }

@@ -168,6 +168,17 @@ func (t *Tracker) Same(name model.ServiceName, members []Member) bool {
 	return slices.Equal(t.service[name], members)
 }
 
+// Services returns the Services that have entries (a copy of their names).
+func (t *Tracker) Services() map[model.ServiceName]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[model.ServiceName]bool, len(t.service))
+	for name := range t.service {
+		out[name] = true
+	}
+	return out
+}
+
 // Desired returns every entry some Service wants, per set. Sets no Service uses are absent.
 // It copies everything: ipset Resync reads the Tracker itself (it is a DesiredSets).
 func (t *Tracker) Desired() map[SetName]map[Entry]bool {

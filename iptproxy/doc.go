@@ -4,17 +4,15 @@
 // family holding only that Service's chains and its own dispatch rules, whatever the
 // number of Services.
 //
-// It implements controller.Firewall, so the controller drives it unchanged. In iptables
-// mode the integrator gives the controller a UDPFlows as its IPVS reconciler (it writes
-// nothing, but reports the UDP flows whose conntrack entries must go), a no-op address
-// reconciler and a Proxy as its Firewall:
+// Dataplane is the mode's dataplane.Dataplane, which the controller drives as it drives
+// IPVS mode: Apply writes a sync's changed Services (Proxy.Stage, then Proxy.Open) and
+// clears the conntrack entries of UDP flows whose endpoints went (FlowTracker); Repair
+// compares every Service with the kernel (Proxy.Resync):
 //
-//	p, err := iptproxy.New(iptables.OSExec{}, iptproxy.Config{
+//	dp, err := iptproxy.NewDataplane(iptables.OSExec{}, iptproxy.Config{
 //		ClusterCIDRs: cidrs, MasqueradeAll: masqAll, Tools: iptables.Config{Backend: backendFlag},
-//	})
-//	// controller: Firewall = p; Stage(name, svc, st) with st from proxy.BuildService,
-//	// Open/Close around the (no-op) IPVS step, Resync on every full sync.
-//	// kube-ipvs cleanup: p.Cleanup()
+//	}, conntrack.Cleaner{}, log)
+//	// kube-ipvs cleanup: Proxy.Cleanup()
 //
 // Nothing binds VIPs: DNAT in nat PREROUTING and OUTPUT does the work, and the node must
 // forward (net.ipv4.ip_forward=1, and IPv6 forwarding for IPv6 Services).
@@ -62,5 +60,5 @@
 // reads each family once (-save) and, if anything of ours differs from the desired state,
 // rebuilds all of it in one restore; when all is right it writes nothing, so a restart
 // adopts intact rules. A failed restore makes the next Open or Resync rebuild the family.
-// FirewallResult.Restores counts restores; Entries is the number of endpoint chains.
+// Dataplane's Result.Writes.Restores counts restores.
 package iptproxy

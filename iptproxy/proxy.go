@@ -8,16 +8,12 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-var _ controller.Firewall = (*Proxy)(nil)
-
-// Proxy is kube-ipvs' iptables-mode service proxy. It implements controller.Firewall, so
-// the controller drives it like the ipset firewall: Stage records changed Services, Open
-// writes them, Resync repairs everything. It is safe for concurrent use; calls are
+// Proxy is kube-ipvs' iptables-mode rules: Stage records changed Services, Open writes
+// them, Resync repairs everything (Dataplane drives it). It is safe for concurrent use; calls are
 // serialized.
 type Proxy struct {
 	mu      sync.Mutex
@@ -94,17 +90,36 @@ func (p *Proxy) Stage(name model.ServiceName, st *model.ServiceState) {
 	p.dirty[name] = true
 }
 
+// StageAll records every Service's resolved state at once (a repair): those it lacks are
+// gone.
+func (p *Proxy) StageAll(all map[model.ServiceName]*model.ServiceState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name := range p.inputs {
+		if all[name] == nil {
+			delete(p.inputs, name)
+			p.dirty[name] = true
+		}
+	}
+	for name, st := range all {
+		if p.inputs[name] != st {
+			p.inputs[name] = st
+			p.dirty[name] = true
+		}
+	}
+}
+
 // Open writes the staged Services: per family, one iptables-restore --noflush with only
 // their own chains (declared, so flushed, and rewritten when they changed; flushed and
 // deleted when gone) and their own dispatch rules (-A/-I and -D lines). Unchanged
 // Services write nothing; with nothing changed Open runs no process. A family whose
 // static chains are not in place yet (or whose last write failed) is rebuilt whole.
-func (p *Proxy) Open() controller.FirewallResult {
+func (p *Proxy) Open() rulesResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	names := p.takeDirty()
 	rc := p.renderConfig()
-	var out controller.FirewallResult
+	var out rulesResult
 	var errs []error
 	for _, fs := range p.fams {
 		desired := map[model.ServiceName]*svcRules{}
@@ -143,14 +158,6 @@ func (p *Proxy) Open() controller.FirewallResult {
 	return out
 }
 
-// Close has nothing left to do: Open writes additions and removals in one transaction per
-// family, so no packet meets a half-built path. It reports the entries.
-func (p *Proxy) Close() controller.FirewallResult {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return controller.FirewallResult{Entries: p.entries()}
-}
-
 // Resync renders every Service, reads each family's tables (one -save) and, when anything
 // of ours differs from that (a chain flushed, deleted or edited, a rule added, a jump
 // missing or no longer first, a KIPVS- chain we do not want), rebuilds all of it in one
@@ -158,12 +165,12 @@ func (p *Proxy) Close() controller.FirewallResult {
 // jumps are not first and once, every jump to ours deleted and ours inserted first
 // (iptables.Reconcile), stray KIPVS- chains removed. When everything is right it only
 // reads, so a restarted proxy adopts intact rules.
-func (p *Proxy) Resync() controller.FirewallResult {
+func (p *Proxy) Resync() rulesResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.takeDirty()
 	rc := p.renderConfig()
-	var out controller.FirewallResult
+	var out rulesResult
 	var errs []error
 	for _, fs := range p.fams {
 		errs = append(errs, p.rebuild(fs, rc, &out))
@@ -233,7 +240,7 @@ func (p *Proxy) entries() int {
 	return n
 }
 
-func (p *Proxy) restore(fs *famState, t *iptables.Transaction, out *controller.FirewallResult) error {
+func (p *Proxy) restore(fs *famState, t *iptables.Transaction, out *rulesResult) error {
 	if _, err := p.tools.Backend(); err != nil {
 		return err
 	}
@@ -246,7 +253,7 @@ func (p *Proxy) restore(fs *famState, t *iptables.Transaction, out *controller.F
 
 // rebuild renders every Service for the family and makes the kernel match: nothing is
 // written when it already does.
-func (p *Proxy) rebuild(fs *famState, rc *renderConfig, out *controller.FirewallResult) error {
+func (p *Proxy) rebuild(fs *famState, rc *renderConfig, out *rulesResult) error {
 	desired := map[model.ServiceName]*svcRules{}
 	for n := range p.inputs {
 		if r := p.render(fs, n, rc); !r.empty() {

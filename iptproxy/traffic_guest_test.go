@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
@@ -85,7 +84,7 @@ func newBench(t *testing.T, backend iptables.Backend) *bench {
 
 // apply builds the Service's desired state from its EndpointSlices and writes it (Stage,
 // Open), as one controller sync does.
-func (b *bench) apply(svc *corev1.Service, slices ...*discoveryv1.EndpointSlice) controller.FirewallResult {
+func (b *bench) apply(svc *corev1.Service, slices ...*discoveryv1.EndpointSlice) rulesResult {
 	b.t.Helper()
 	var clean []*discoveryv1.EndpointSlice
 	for _, s := range slices {

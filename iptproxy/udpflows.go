@@ -4,21 +4,20 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// UDPFlows stands in for the IPVS reconciler in iptables mode. It writes nothing (the DNAT
-// rules do the proxying) but remembers the endpoints of every UDP virtual server, so that
-// the controller clears the conntrack entries IPVS mode would clear: a UDP flow's DNAT
-// binding lives in its conntrack entry, and without the clearing a client that keeps
-// sending from one port keeps reaching an endpoint that was removed, or a Service that was
-// deleted, or (after it had no endpoints) no endpoint at all.
+// FlowTracker remembers the endpoints of every UDP virtual server, so that iptables mode
+// clears the conntrack entries IPVS mode would clear: a UDP flow's DNAT binding lives in its
+// conntrack entry, and without the clearing a client that keeps sending from one port keeps
+// reaching an endpoint that was removed, or a Service that was deleted, or (after it had no
+// endpoints) no endpoint at all. It writes nothing.
 //
-// It reports, like the IPVS reconciler:
-//   - RemovedUDP: an endpoint that left a UDP virtual server, or every endpoint of a UDP
+// It reports, like the IPVS reconciler (dataplane.UDPFlows):
+//   - Removed: an endpoint that left a UDP virtual server, or every endpoint of a UDP
 //     virtual server that went away;
-//   - FirstUDPReals: a UDP virtual server that went from no endpoint to some.
+//   - First: a UDP virtual server that went from no endpoint to some.
 //
 // The first Resync only learns: what the rules held before a restart is not known, and
 // clearing every UDP flow of the node on each restart would move established flows.
@@ -27,48 +26,43 @@ import (
 // recreated the old way by its next packet. So after FirewallFailed the next Resync, which
 // the controller runs after repairing the rules, reports again what was reported since the
 // previous Resync.
-type UDPFlows struct {
+type FlowTracker struct {
 	mu      sync.Mutex
 	reals   map[model.VSKey]map[model.RSKey]uint32 // UDP virtual servers with endpoints (read-only maps)
 	learned bool
 	// Reported since the last Resync, and whether a firewall step failed meanwhile.
-	removedSince []controller.RealServerRef
+	removedSince []dataplane.RealServerRef
 	firstSince   []model.VSKey
 	replay       bool
 }
 
-var (
-	_ controller.IPVS                    = (*UDPFlows)(nil)
-	_ controller.FirewallFailureListener = (*UDPFlows)(nil)
-)
-
-// NewUDPFlows returns an empty UDPFlows.
-func NewUDPFlows() *UDPFlows {
-	return &UDPFlows{reals: map[model.VSKey]map[model.RSKey]uint32{}}
+// NewFlowTracker returns an empty FlowTracker.
+func NewFlowTracker() *FlowTracker {
+	return &FlowTracker{reals: map[model.VSKey]map[model.RSKey]uint32{}}
 }
 
 // Apply records the changed virtual servers (nil: gone) and reports the flows to clear.
-func (u *UDPFlows) Apply(changes map[model.VSKey]*model.VirtualServer) controller.IPVSResult {
+func (u *FlowTracker) Apply(changes map[model.VSKey]*model.VirtualServer) dataplane.UDPFlows {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	res := controller.IPVSResult{}
+	res := dataplane.UDPFlows{}
 	for _, key := range sortedUDPKeys(changes) {
 		u.set(key, changes[key], &res, true)
 	}
-	u.removedSince = append(u.removedSince, res.RemovedUDP...)
-	u.firstSince = append(u.firstSince, res.FirstUDPReals...)
+	u.removedSince = append(u.removedSince, res.Removed...)
+	u.firstSince = append(u.firstSince, res.First...)
 	return res
 }
 
 // FirewallFailed makes the next Resync report again what was reported since the last one.
-func (u *UDPFlows) FirewallFailed() {
+func (u *FlowTracker) FirewallFailed() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.replay = true
 }
 
 // Resync records desired as the whole state: virtual servers it lacks are gone.
-func (u *UDPFlows) Resync(desired map[model.VSKey]*model.VirtualServer, _ func(model.VSKey) bool) controller.IPVSResult {
+func (u *FlowTracker) Resync(desired map[model.VSKey]*model.VirtualServer) dataplane.UDPFlows {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	changes := make(map[model.VSKey]*model.VirtualServer, len(u.reals))
@@ -80,10 +74,10 @@ func (u *UDPFlows) Resync(desired map[model.VSKey]*model.VirtualServer, _ func(m
 			changes[key] = vs
 		}
 	}
-	res := controller.IPVSResult{}
+	res := dataplane.UDPFlows{}
 	if u.replay {
-		res.RemovedUDP = append(res.RemovedUDP, u.removedSince...)
-		res.FirstUDPReals = append(res.FirstUDPReals, u.firstSince...)
+		res.Removed = append(res.Removed, u.removedSince...)
+		res.First = append(res.First, u.firstSince...)
 	}
 	for _, key := range sortedUDPKeys(changes) {
 		u.set(key, changes[key], &res, u.learned)
@@ -93,7 +87,7 @@ func (u *UDPFlows) Resync(desired map[model.VSKey]*model.VirtualServer, _ func(m
 	return res
 }
 
-func (u *UDPFlows) set(key model.VSKey, vs *model.VirtualServer, res *controller.IPVSResult, report bool) {
+func (u *FlowTracker) set(key model.VSKey, vs *model.VirtualServer, res *dataplane.UDPFlows, report bool) {
 	old := u.reals[key]
 	var now map[model.RSKey]uint32
 	if vs != nil && len(vs.Reals) > 0 {
@@ -108,10 +102,10 @@ func (u *UDPFlows) set(key model.VSKey, vs *model.VirtualServer, res *controller
 		}
 		sort.Slice(gone, func(i, j int) bool { return model.RSKeyLess(gone[i], gone[j]) })
 		for _, rs := range gone {
-			res.RemovedUDP = append(res.RemovedUDP, controller.RealServerRef{VS: key, RS: rs})
+			res.Removed = append(res.Removed, dataplane.RealServerRef{VS: key, RS: rs})
 		}
 		if len(old) == 0 && len(now) > 0 {
-			res.FirstUDPReals = append(res.FirstUDPReals, key)
+			res.First = append(res.First, key)
 		}
 	}
 	if now == nil {
@@ -132,12 +126,3 @@ func sortedUDPKeys(m map[model.VSKey]*model.VirtualServer) []model.VSKey {
 	sort.Slice(keys, func(i, j int) bool { return model.VSKeyLess(keys[i], keys[j]) })
 	return keys
 }
-
-// Drain has nothing to do: iptables mode has no draining real servers.
-func (u *UDPFlows) Drain() controller.IPVSResult { return controller.IPVSResult{} }
-
-// Draining is always 0.
-func (u *UDPFlows) Draining() int { return 0 }
-
-// Writes is always 0: UDPFlows writes nothing to the kernel.
-func (u *UDPFlows) Writes() uint64 { return 0 }

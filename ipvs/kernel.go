@@ -58,6 +58,10 @@ type SchedulerUnavailableError struct {
 	Scheduler string
 }
 
+// UnavailableScheduler names the missing scheduler (dataplane.SchedulerUnavailable): the
+// controller then gives the Service the default one.
+func (e *SchedulerUnavailableError) UnavailableScheduler() string { return e.Scheduler }
+
 func (e *SchedulerUnavailableError) Error() string {
 	return fmt.Sprintf("IPVS scheduler %q is not available in this kernel (no module ip_vs_%s)", e.Scheduler, e.Scheduler)
 }

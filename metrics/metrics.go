@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -28,19 +30,20 @@ const DefaultAddress = "127.0.0.1:10249"
 // AnnotationLastChangeTriggerTime is the EndpointSlice annotation ObserveProgramming reads.
 const AnnotationLastChangeTriggerTime = "endpoints.kubernetes.io/last-change-trigger-time"
 
-// Subsystems: label values of netlink_writes_total and kernel_errors_total.
+// Subsystems: label values of netlink_writes_total and kernel_errors_total. The dataplanes
+// name them in their results (package dataplane).
 const (
-	SubsystemIPVS     = "ipvs"
-	SubsystemAddress  = "address"
-	SubsystemIPSet    = "ipset"
-	SubsystemIPTables = "iptables"
+	SubsystemIPVS     = dataplane.SubsystemIPVS
+	SubsystemAddress  = dataplane.SubsystemAddress
+	SubsystemIPSet    = dataplane.SubsystemIPSet
+	SubsystemIPTables = dataplane.SubsystemIPTables
 )
 
 // Operations: label values of netlink_writes_total.
 const (
-	OpAdd    = "add"
-	OpUpdate = "update"
-	OpDelete = "delete"
+	OpAdd    = dataplane.OpAdd
+	OpUpdate = dataplane.OpUpdate
+	OpDelete = dataplane.OpDelete
 )
 
 // Proxy modes: label values of proxy_mode.

@@ -1,21 +1,32 @@
 package main
 
 import (
-	"time"
+	"fmt"
+	"log/slog"
 
-	"github.com/kube-ipvs/kube-ipvs/controller"
-	"github.com/kube-ipvs/kube-ipvs/controller/adapters"
+	"github.com/kube-ipvs/kube-ipvs/conntrack"
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
+	"github.com/kube-ipvs/kube-ipvs/iptables"
+	"github.com/kube-ipvs/kube-ipvs/iptproxy"
 )
 
-// The kernel reconcilers are connected to the controller's interfaces by package adapters,
-// which the scale bench (package bench) uses too, so both run the same code.
-
-func newIPVS(drainTimeout time.Duration) (controller.IPVS, error) {
-	r, err := adapters.NewIPVS(drainTimeout)
-	if err != nil {
-		return nil, err
+// newDataplane opens the kernel state of the chosen mode in the current network namespace.
+// The scale bench (package bench) builds its IPVS mode with the same ipvsmode.New.
+func newDataplane(o runOptions, mode string, log *slog.Logger) (dataplane.Dataplane, error) {
+	backend := iptables.Backend(o.iptablesBackend)
+	if mode == modeIPVS {
+		dp, err := ipvsmode.New(o.ipvsMode, o.dummyInterface, o.drainTimeout, backend, conntrack.Cleaner{}, log)
+		if err != nil {
+			return nil, fmt.Errorf("IPVS mode: %w (is the ip_vs kernel module loaded?)", err)
+		}
+		return dp, nil
 	}
-	return r, nil
+	fw := o.ipvsMode.Firewall
+	dp, err := iptproxy.NewDataplane(iptables.OSExec{}, iptproxy.Config{IPv4: true, IPv6: fw.IPv6,
+		ClusterCIDRs: fw.ClusterCIDRs, MasqueradeAll: fw.MasqueradeAll, Tools: iptables.Config{Backend: backend}}, conntrack.Cleaner{}, log)
+	if err != nil {
+		return nil, fmt.Errorf("iptables proxier: %w", err)
+	}
+	return dp, nil
 }
-
-func newAddresses(name string) controller.Addresses { return adapters.NewAddresses(name) }

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/preflight"
 )
 
@@ -60,16 +58,3 @@ func nodeFallbackEvent(recorder record.EventRecorder, node string, blocking []pr
 		"kube-ipvs fell back to the iptables proxier: IPVS checks failed: %s (run `kube-ipvs preflight` on the node for the fixes)",
 		strings.Join(names, ", "))
 }
-
-// noAddresses stands in for the kube-ipvs0 reconciler in iptables mode, where DNAT rules do
-// the work and nothing is bound (iptproxy.UDPFlows stands in for IPVS).
-type noAddresses struct{}
-
-func (noAddresses) EnsureLink() error                             { return nil }
-func (noAddresses) Apply(_, _ []netip.Addr) controller.AddrResult { return controller.AddrResult{} }
-func (noAddresses) Resync(_ map[netip.Addr]bool, found func(map[netip.Addr]bool)) controller.AddrResult {
-	found(map[netip.Addr]bool{})
-	return controller.AddrResult{}
-}
-func (noAddresses) Bound() map[netip.Addr]bool { return nil }
-func (noAddresses) Writes() uint64             { return 0 }

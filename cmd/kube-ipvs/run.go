@@ -26,12 +26,9 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kube-ipvs/kube-ipvs/config"
-	"github.com/kube-ipvs/kube-ipvs/conntrack"
 	"github.com/kube-ipvs/kube-ipvs/controller"
-	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
-	"github.com/kube-ipvs/kube-ipvs/iptables"
-	"github.com/kube-ipvs/kube-ipvs/iptproxy"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
@@ -58,7 +55,7 @@ type runOptions struct {
 	tcpFinTimeout     time.Duration
 	udpTimeout        time.Duration
 	strictARP         bool
-	firewallConfig    firewall.Config // derived from the flags by controllerConfig
+	ipvsMode          ipvsmode.Config // derived from the flags by controllerConfig
 	healthzAddress    string
 	metricsAddress    string
 	clusterCIDRs      []string
@@ -215,21 +212,21 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("--exclude-cidrs: %q is not a CIDR: %v", c, err)
 		}
-		cfg.ExcludeCIDRs = append(cfg.ExcludeCIDRs, p.Masked())
+		o.ipvsMode.ExcludeCIDRs = append(o.ipvsMode.ExcludeCIDRs, p.Masked())
 	}
 	for _, c := range o.clusterCIDRs {
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))
 		if err != nil {
 			return cfg, fmt.Errorf("--cluster-cidr: %q is not a CIDR: %v", c, err)
 		}
-		o.firewallConfig.ClusterCIDRs = append(o.firewallConfig.ClusterCIDRs, p.Masked())
+		o.ipvsMode.Firewall.ClusterCIDRs = append(o.ipvsMode.Firewall.ClusterCIDRs, p.Masked())
 	}
-	o.firewallConfig.MasqueradeAll = o.masqueradeAll
+	o.ipvsMode.Firewall.MasqueradeAll = o.masqueradeAll
 	// IPv4 always; IPv6 where the kernel has it, or ip6tables and IPv6 sets would fail on
 	// every sync of an IPv4-only node.
-	o.firewallConfig.IPv4 = true
+	o.ipvsMode.Firewall.IPv4 = true
 	_, err := os.Stat("/proc/sys/net/ipv6/conf/all")
-	o.firewallConfig.IPv6 = err == nil
+	o.ipvsMode.Firewall.IPv6 = err == nil
 	switch o.mode {
 	case modeAuto, modeIPVS, modeIPTables:
 	default:
@@ -246,7 +243,7 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 	if !ok || err1 != nil || err2 != nil || l == 0 || l > h {
 		return cfg, fmt.Errorf("--service-node-port-range=%q: want LOW-HIGH, e.g. 30000-32767", o.nodePortRange)
 	}
-	cfg.NodePortMin, cfg.NodePortMax = uint16(l), uint16(h)
+	o.ipvsMode.NodePortMin, o.ipvsMode.NodePortMax = uint16(l), uint16(h)
 	return cfg, nil
 }
 
@@ -265,15 +262,9 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		return err
 	}
 
-	// In iptables mode nothing is written to IPVS, but UDP endpoints are still followed so
-	// that their conntrack entries are cleared as in IPVS mode.
-	var ipvsR controller.IPVS = iptproxy.NewUDPFlows()
-	var addrR controller.Addresses = noAddresses{}
-	if mode == modeIPVS {
-		if ipvsR, err = newIPVS(o.drainTimeout); err != nil {
-			return fmt.Errorf("IPVS: %w (is the ip_vs kernel module loaded?)", err)
-		}
-		addrR = newAddresses(o.dummyInterface)
+	dp, err := newDataplane(o, mode, log)
+	if err != nil {
+		return err
 	}
 	applyKernelSettings(o, mode, log)
 
@@ -298,21 +289,7 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		obs.ServiceHealth = healthcheck.NewServiceHealth(obs.ProxyHealth.Live)
 		defer obs.ServiceHealth.Close()
 	}
-	var fw controller.Firewall
-	if mode == modeIPVS {
-		if fw, err = newFirewall(o.firewallConfig, iptables.Backend(o.iptablesBackend)); err != nil {
-			return fmt.Errorf("firewall: %w", err)
-		}
-	} else {
-		ipt, err := iptproxy.New(iptables.OSExec{}, iptproxy.Config{IPv4: true, IPv6: o.firewallConfig.IPv6,
-			ClusterCIDRs: o.firewallConfig.ClusterCIDRs, MasqueradeAll: o.firewallConfig.MasqueradeAll,
-			Tools: iptables.Config{Backend: iptables.Backend(o.iptablesBackend)}})
-		if err != nil {
-			return fmt.Errorf("iptables proxier: %w", err)
-		}
-		fw = ipt
-	}
-	ctl, err := controller.New(cfg, client, fw, ipvsR, addrR, conntrack.Cleaner{}, hostAddrs, recorder, obs, log)
+	ctl, err := controller.New(cfg, client, dp, hostAddrs, recorder, obs, log)
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func TestRunConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.DefaultScheduler != "rr" || cfg.SyncPeriod != 30*time.Second || cfg.MinSyncPeriod != time.Second ||
-		cfg.NodePortMin != 30000 || cfg.NodePortMax != 32767 || len(cfg.NodePortAddresses) != 1 || cfg.NodeName != "n1" {
+		o.ipvsMode.NodePortMin != 30000 || o.ipvsMode.NodePortMax != 32767 || len(cfg.NodePortAddresses) != 1 || cfg.NodeName != "n1" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }

@@ -1,4 +1,4 @@
-package adapters
+package ipvsmode
 
 import (
 	"context"
@@ -27,6 +27,18 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fakeDataplane is the IPVS mode over fake kernels, IPv4 only, NodePorts 30000-32767.
+func fakeDataplane(ipvsK *ipvs.FakeKernel, nl *dummyif.FakeNetlink, setsK *ipset.FakeKernel, fx *iptables.FakeExec) *Dataplane {
+	return NewWith(Config{Firewall: firewall.Config{IPv4: true}, NodePortMin: 30000, NodePortMax: 32767}, Parts{
+		IPVS:      NewIPVS(ipvsK, 0),
+		Addresses: dummyif.NewWithNetlink("kube-ipvs0", nl),
+		Sets:      ipset.New(setsK),
+		Rules:     iptables.New(fx, iptables.Config{Backend: iptables.Backend("nft")}),
+	}, discard)
+}
+
 func svc(i int) (*corev1.Service, *discoveryv1.EndpointSlice) {
 	name := fmt.Sprintf("s%d", i)
 	ip := fmt.Sprintf("10.96.0.%d", i+1)
@@ -47,7 +59,7 @@ func svc(i int) (*corev1.Service, *discoveryv1.EndpointSlice) {
 	return s, sl
 }
 
-// The production wiring (these adapters over the reconcilers) on fake kernels, through the
+// The production wiring (the IPVS mode over its reconcilers) on fake kernels, through the
 // controller: a full sync programs everything, a second one and a no-op change write
 // nothing, an endpoint change writes one real server and one hairpin entry.
 func TestWiringThroughTheController(t *testing.T) {
@@ -61,13 +73,11 @@ func TestWiringThroughTheController(t *testing.T) {
 	nl := dummyif.NewFakeNetlink()
 	setsK := ipset.NewFakeKernel()
 	fx := iptables.NewFakeExec()
-	fw := NewFirewallWith(firewall.Config{IPv4: true}, ipset.New(setsK), iptables.New(fx, iptables.Config{Backend: iptables.Backend("nft")}))
-	ipvsA := NewIPVSWith(ipvsK, 0)
-	addrs := NewAddressesWith(dummyif.NewWithNetlink("kube-ipvs0", nl))
-	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, MinSyncPeriod: 0, NodePortMin: 30000, NodePortMax: 32767}
-	ctl, err := controller.New(cfg, client, fw, ipvsA, addrs, nil,
+	dp := fakeDataplane(ipvsK, nl, setsK, fx)
+	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, MinSyncPeriod: 0}
+	ctl, err := controller.New(cfg, client, dp,
 		func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.1.10")}, nil },
-		nil, controller.Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		nil, controller.Observers{}, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +151,10 @@ func TestConflictLoserWritesNothing(t *testing.T) {
 	}
 	client := fake.NewClientset(lbSvc("a", "192.0.2.0/24"), lbSvc("b", "0.0.0.0/1"))
 	setsK := ipset.NewFakeKernel()
-	fw := NewFirewallWith(firewall.Config{IPv4: true}, ipset.New(setsK), iptables.New(iptables.NewFakeExec(), iptables.Config{Backend: iptables.Backend("nft")}))
+	dp := fakeDataplane(ipvs.NewFakeKernel(), dummyif.NewFakeNetlink(), setsK, iptables.NewFakeExec())
 	recorder := record.NewFakeRecorder(100)
-	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, NodePortMin: 30000, NodePortMax: 32767}
-	ctl, err := controller.New(cfg, client, fw, NewIPVSWith(ipvs.NewFakeKernel(), 0), NewAddressesWith(dummyif.NewWithNetlink("kube-ipvs0", dummyif.NewFakeNetlink())), nil,
-		func() ([]netip.Addr, error) { return nil, nil }, recorder, controller.Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour}
+	ctl, err := controller.New(cfg, client, dp, func() ([]netip.Addr, error) { return nil, nil }, recorder, controller.Observers{}, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,12 +223,12 @@ func TestNodeAddressIsNeverTaken(t *testing.T) {
 	other.Spec.Ports[0].NodePort = 30080
 	client := fake.NewClientset(s, other)
 	ipvsK, nl, setsK := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink(), ipset.NewFakeKernel()
-	fw := NewFirewallWith(firewall.Config{IPv4: true}, ipset.New(setsK), iptables.New(iptables.NewFakeExec(), iptables.Config{Backend: iptables.Backend("nft")}))
+	dp := fakeDataplane(ipvsK, nl, setsK, iptables.NewFakeExec())
 	recorder := record.NewFakeRecorder(100)
-	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, NodePortMin: 30000, NodePortMax: 32767}
-	ctl, err := controller.New(cfg, client, fw, NewIPVSWith(ipvsK, 0), NewAddressesWith(dummyif.NewWithNetlink("kube-ipvs0", nl)), nil,
+	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour}
+	ctl, err := controller.New(cfg, client, dp,
 		func() ([]netip.Addr, error) { return []netip.Addr{node, netip.MustParseAddr("169.254.1.1")}, nil }, recorder,
-		controller.Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		controller.Observers{}, discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,207 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// sources are the informers the controller reads: every Service and EndpointSlice, and this
+// node's Node object alone.
+type sources struct {
+	factory     informers.SharedInformerFactory
+	nodeFactory informers.SharedInformerFactory
+	services    corelisters.ServiceLister
+	slices      cache.Indexer
+	nodes       corelisters.NodeLister
+	synced      []cache.InformerSynced
+}
+
+const sliceByService = "service"
+
+// newSources sets the informers up over client and sends their events to c's handlers.
+func newSources(client kubernetes.Interface, nodeName string, c *Controller) (sources, error) {
+	var s sources
+	// Cached objects drop what the proxy never reads (trimCached): on a real API server it is
+	// a large share of every object, and tens of thousands of Services and EndpointSlices
+	// are held in memory.
+	s.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trimCached))
+	svcInf := s.factory.Core().V1().Services()
+	sliceInf := s.factory.Discovery().V1().EndpointSlices()
+	s.services = svcInf.Lister()
+	if err := sliceInf.Informer().AddIndexers(cache.Indexers{sliceByService: indexSliceByService}); err != nil {
+		return s, err
+	}
+	s.slices = sliceInf.Informer().GetIndexer()
+	// Only this node's object: a node never needs the other thousands.
+	s.nodeFactory = informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + nodeName }),
+		informers.WithTransform(trimCached))
+	nodeInf := s.nodeFactory.Core().V1().Nodes()
+	s.nodes = nodeInf.Lister()
+
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		fn  func(obj any)
+	}{
+		{svcInf.Informer(), c.onService},
+		{sliceInf.Informer(), c.onSlice},
+		{nodeInf.Informer(), c.onNode},
+	}
+	for _, h := range handlers {
+		fn := h.fn
+		reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    fn,
+			UpdateFunc: func(_, obj any) { fn(obj) },
+			DeleteFunc: fn,
+		})
+		if err != nil {
+			return s, err
+		}
+		// The handler's own HasSynced: true once the initial objects were not only stored
+		// but also delivered to the handler. Waiting for it means every initial dirty mark
+		// is in before the first full sync, which covers them all; otherwise marks that
+		// arrive late make a second sync recompute up to every Service for nothing.
+		s.synced = append(s.synced, h.inf.HasSynced, reg.HasSynced)
+	}
+	return s, nil
+}
+
+// start runs the informers and waits for their caches.
+func (s *sources) start(ctx context.Context) error {
+	s.factory.Start(ctx.Done())
+	s.nodeFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
+		return errors.New("informer caches did not sync")
+	}
+	return nil
+}
+
+// serviceAndSlices returns a Service and its EndpointSlices from the caches (nil: gone).
+func (s *sources) serviceAndSlices(name model.ServiceName) (*corev1.Service, []*discoveryv1.EndpointSlice) {
+	svc, err := s.services.Services(name.Namespace).Get(name.Name)
+	if err != nil {
+		return nil, nil
+	}
+	objs, _ := s.slices.ByIndex(sliceByService, name.Namespace+"/"+name.Name)
+	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		slices = append(slices, o.(*discoveryv1.EndpointSlice))
+	}
+	return svc, slices
+}
+
+// trimCached is the informers' transform: it removes from cached objects what the
+// proxy never reads and what is large across tens of thousands of them: managedFields,
+// kubectl's last-applied-configuration annotation (a copy of the whole object), and in
+// EndpointSlices the owner references and each endpoint's targetRef (the Pod it is) and
+// deprecatedTopology.
+func trimCached(obj any) (any, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		trim(d.Obj)
+		return d, nil
+	}
+	trim(obj)
+	return obj, nil
+}
+
+// lastApplied is the annotation kubectl apply keeps the whole applied object in.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+func trim(obj any) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	m.SetManagedFields(nil)
+	delete(m.GetAnnotations(), lastApplied)
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		s.OwnerReferences = nil
+		for i := range s.Endpoints {
+			s.Endpoints[i].TargetRef = nil
+			s.Endpoints[i].DeprecatedTopology = nil
+		}
+	}
+}
+
+func indexSliceByService(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	svc := s.Labels[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + svc}, nil
+}
+
+func (c *Controller) onService(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if s, ok := obj.(*corev1.Service); ok {
+		c.markDirty(model.ServiceName{Namespace: s.Namespace, Name: s.Name})
+	}
+}
+
+func (c *Controller) onSlice(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		if svc := s.Labels[discoveryv1.LabelServiceName]; svc != "" {
+			name := model.ServiceName{Namespace: s.Namespace, Name: svc}
+			c.noteSliceChange(s, name)
+			c.markDirty(name)
+		}
+	}
+}
+
+func (c *Controller) onNode(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	n, ok := obj.(*corev1.Node)
+	if !ok || n.Name != c.cfg.NodeName {
+		return
+	}
+	// Handlers run after the informer's store changed: a node missing there was deleted.
+	if _, err := c.src.nodes.Get(n.Name); err != nil {
+		c.noteNode(nil)
+	} else {
+		c.noteNode(n)
+	}
+	c.noteQueued(time.Now())
+	// The zone or addresses may have changed: every Service is recomputed.
+	c.mu.Lock()
+	c.nodeChanged = true
+	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *Controller) markDirty(name model.ServiceName) {
+	c.noteQueued(time.Now())
+	c.mu.Lock()
+	c.dirty[name] = true
+	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *Controller) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}

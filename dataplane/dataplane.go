@@ -1,0 +1,177 @@
+// Package dataplane is the seam between the controller and the kernel: the one interface
+// the controller drives, implemented once per proxy mode (package dataplane/ipvsmode for
+// IPVS, package iptproxy for the iptables fallback), and the plain values that cross it.
+//
+// The controller owns the desired state and resolves which Service owns each virtual
+// server before it calls a Dataplane, so an implementation never decides between Services
+// and never reads Kubernetes objects: everything it needs is in model.ServiceState. An
+// implementation owns the write order inside its mode (set entries and rules before
+// addresses, addresses before virtual servers, removals in reverse), its caches of what it
+// applied, and its kernel errors, which it returns per key so that the controller retries
+// exactly what failed.
+package dataplane
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// Dataplane is one proxy mode's kernel state. The controller calls it from one goroutine.
+type Dataplane interface {
+	// Apply makes one sync's change from the implementation's caches, without reading the
+	// kernel: a change with nothing in it writes nothing.
+	Apply(Change) Result
+	// Repair compares the whole desired state with the kernel and writes what drifted,
+	// and only that: a repair of a kernel that matches writes nothing.
+	Repair(Snapshot) Result
+	// Tick does the mode's periodic work between syncs (ending the drains of removed real
+	// servers) and says how long until it wants to run again (0: nothing is pending).
+	Tick() (Result, time.Duration)
+}
+
+// Change is what one sync changes, after ownership was resolved.
+type Change struct {
+	// Services are the changed Services' resolved desired states (nil: gone, or no longer
+	// the proxy's): the per-Service parts of a mode (set entries, the fallback's rules)
+	// follow them. Virtual servers another Service won are not in them.
+	Services map[model.ServiceName]*model.ServiceState
+	// VSes are the virtual servers to create or update, or (nil) to delete.
+	VSes map[model.VSKey]*model.VirtualServer
+	// Bind and Unbind are the Service addresses that appear and vanish on the node.
+	Bind, Unbind []netip.Addr
+}
+
+// Snapshot is the whole desired state, for a repair. Its maps are read-only.
+type Snapshot struct {
+	Services map[model.ServiceName]*model.ServiceState
+	VSes     map[model.VSKey]*model.VirtualServer
+	Binds    map[netip.Addr]bool
+	// NodeIPs are the addresses with NodePort virtual servers (they also shape the
+	// source-range rules: the node reaches a load balancer it holds from them).
+	NodeIPs []netip.Addr
+}
+
+// Result reports one call. Errors per key are retried by the controller (from the desired
+// state as it is then); Err means a step failed as a whole and a repair must follow.
+type Result struct {
+	Writes   Writes
+	Ops      map[Op]int // kernel writes by subsystem and operation, for metrics
+	Failures map[string]int
+	FailedVS map[model.VSKey]error
+	FailedIP map[netip.Addr]error
+	Err      error
+	// SetEntries is the number of ipset entries desired after the call (IPVS mode).
+	SetEntries int
+	// Phases is where a repair's time went.
+	Phases Phases
+}
+
+// Writes counts kernel writes by part, for the sync log line and the controller's Stats.
+type Writes struct {
+	IPVS, Addresses, SetEntries, Restores int
+}
+
+// Op is one kind of kernel write: a subsystem and an operation (the labels of the
+// netlink_writes_total metric).
+type Op struct{ Subsystem, Name string }
+
+// Subsystems and operations of Op.
+const (
+	SubsystemIPVS     = "ipvs"
+	SubsystemAddress  = "address"
+	SubsystemIPSet    = "ipset"
+	SubsystemIPTables = "iptables"
+
+	OpAdd    = "add"
+	OpUpdate = "update"
+	OpDelete = "delete"
+)
+
+// Phases are the durations of a repair's steps. Addresses and IPVS may run at the same
+// time, so the repair took about Firewall + the longer of the two.
+type Phases struct {
+	Firewall, Addresses, IPVS time.Duration
+}
+
+// SchedulerUnavailable is implemented by errors that mean the kernel has no module for the
+// scheduler a virtual server asked for.
+type SchedulerUnavailable interface {
+	error
+	UnavailableScheduler() string
+}
+
+// AddOp counts n writes of one kind.
+func (r *Result) AddOp(subsystem, op string, n int) {
+	if n == 0 {
+		return
+	}
+	if r.Ops == nil {
+		r.Ops = map[Op]int{}
+	}
+	r.Ops[Op{subsystem, op}] += n
+}
+
+// AddFailures counts n failed kernel calls of a subsystem.
+func (r *Result) AddFailures(subsystem string, n int) {
+	if n == 0 {
+		return
+	}
+	if r.Failures == nil {
+		r.Failures = map[string]int{}
+	}
+	r.Failures[subsystem] += n
+}
+
+// FailVS records a failed virtual server.
+func (r *Result) FailVS(k model.VSKey, err error) {
+	if r.FailedVS == nil {
+		r.FailedVS = map[model.VSKey]error{}
+	}
+	r.FailedVS[k] = err
+}
+
+// FailIP records a failed address.
+func (r *Result) FailIP(a netip.Addr, err error) {
+	if r.FailedIP == nil {
+		r.FailedIP = map[netip.Addr]error{}
+	}
+	r.FailedIP[a] = err
+}
+
+// Merge adds o into r: counts add up, per-key failures join, errors join.
+func (r *Result) Merge(o Result) {
+	r.Writes.IPVS += o.Writes.IPVS
+	r.Writes.Addresses += o.Writes.Addresses
+	r.Writes.SetEntries += o.Writes.SetEntries
+	r.Writes.Restores += o.Writes.Restores
+	for k, n := range o.Ops {
+		r.AddOp(k.Subsystem, k.Name, n)
+	}
+	for s, n := range o.Failures {
+		r.AddFailures(s, n)
+	}
+	for k, e := range o.FailedVS {
+		r.FailVS(k, e)
+	}
+	for a, e := range o.FailedIP {
+		r.FailIP(a, e)
+	}
+	r.Err = joinErr(r.Err, o.Err)
+	if o.SetEntries != 0 {
+		r.SetEntries = o.SetEntries
+	}
+	r.Phases.Firewall += o.Phases.Firewall
+	r.Phases.Addresses += o.Phases.Addresses
+	r.Phases.IPVS += o.Phases.IPVS
+}
+
+// Failed is the number of failed keys, plus one if a step failed as a whole.
+func (r Result) Failed() int {
+	n := len(r.FailedVS) + len(r.FailedIP)
+	if r.Err != nil {
+		n++
+	}
+	return n
+}

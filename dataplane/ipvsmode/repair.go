@@ -1,0 +1,105 @@
+package ipvsmode
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// Repair makes the kernel match the snapshot: the link, the sets and rules, then the
+// addresses and IPVS at once. They are independent kernel tables, and the kernel walks a
+// device's address list on every add, so binding tens of thousands of addresses is slow on
+// its own and need not hold the virtual servers up.
+func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
+	var res dataplane.Result
+	if err := d.p.Addresses.EnsureLink(); err != nil {
+		res.Err = fmt.Errorf("dummy interface: %w", err)
+		res.AddFailures(dataplane.SubsystemAddress, 1)
+		return res
+	}
+	d.fw.cfg.NodeIPs = s.NodeIPs
+	for name, st := range s.Services {
+		d.fw.stage(name, st)
+	}
+	for name := range d.fw.tracker.Services() {
+		if _, ok := s.Services[name]; !ok {
+			d.fw.stage(name, nil)
+		}
+	}
+	fw := d.fw.repair()
+	res.Merge(fw)
+	if fw.Err != nil {
+		res.Err = fmt.Errorf("repairing ipsets and iptables rules: %w", fw.Err)
+		return res
+	}
+	res.Merge(d.repairAddrsAndIPVS(s))
+	return res
+}
+
+// repairAddrsAndIPVS runs both repairs concurrently. A virtual server is the proxy's when
+// its address is one the proxy binds or was bound to kube-ipvs0 when the repair began (a
+// Service deleted while the proxy was down leaves both behind), or a node IP with a port in
+// the NodePort range; the IPVS repair waits for the address listing before it decides what
+// to delete.
+func (d *Dataplane) repairAddrsAndIPVS(s dataplane.Snapshot) dataplane.Result {
+	listed := make(chan map[netip.Addr]bool, 1)
+	var once sync.Once
+	found := func(m map[netip.Addr]bool) { once.Do(func() { listed <- m }) }
+	var addrs dataplane.Result
+	var addrTook time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		addrs = addrResult(d.p.Addresses.ResyncNotify(s.Binds, found))
+		addrTook = time.Since(start)
+		found(nil) // in case the reconciler did not call it
+	}()
+	owned := d.ownership(s, listed)
+	start := time.Now()
+	vs := d.afterIPVS(d.p.IPVS.Resync(s.VSes, owned))
+	vs.Phases.IPVS = time.Since(start)
+	<-done
+	addrs.Phases.Addresses = addrTook
+	var res dataplane.Result
+	res.Merge(vs)
+	res.Merge(addrs)
+	switch {
+	case vs.Err != nil && addrs.Err != nil:
+		res.Err = fmt.Errorf("repairing IPVS: %w; repairing the dummy interface's addresses: %w", vs.Err, addrs.Err)
+	case vs.Err != nil:
+		res.Err = fmt.Errorf("repairing IPVS: %w", vs.Err)
+	case addrs.Err != nil:
+		res.Err = fmt.Errorf("repairing the dummy interface's addresses: %w", addrs.Err)
+	}
+	return res
+}
+
+// ownership returns the repair's test of which virtual servers are the proxy's (see
+// repairAddrsAndIPVS); prior delivers the addresses kube-ipvs0 held before the repair.
+func (d *Dataplane) ownership(s dataplane.Snapshot, prior <-chan map[netip.Addr]bool) func(model.VSKey) bool {
+	nodeIP := make(map[netip.Addr]bool, len(s.NodeIPs))
+	for _, a := range s.NodeIPs {
+		nodeIP[a] = true
+	}
+	var before map[netip.Addr]bool
+	known := false
+	return func(k model.VSKey) bool {
+		if !known {
+			before, known = <-prior, true
+		}
+		for _, p := range d.cfg.ExcludeCIDRs {
+			if p.Contains(k.Addr) {
+				return false
+			}
+		}
+		if s.Binds[k.Addr] || before[k.Addr] {
+			return true
+		}
+		return nodeIP[k.Addr] && k.Port >= d.cfg.NodePortMin && k.Port <= d.cfg.NodePortMax
+	}
+}

@@ -1,0 +1,83 @@
+package iptproxy
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/iptables"
+)
+
+// Dataplane is the iptables fallback mode: the rules of every Service (Proxy) and the
+// clearing of stale UDP conntrack entries (FlowTracker). Nothing is bound and nothing
+// drains. Only the controller's sync goroutine calls it.
+type Dataplane struct {
+	rules *Proxy
+	flows *FlowTracker
+	ct    dataplane.Conntrack
+	log   *slog.Logger
+}
+
+var _ dataplane.Dataplane = (*Dataplane)(nil)
+
+// NewDataplane returns the mode over ex (iptables.OSExec{} on a node, iptables.NewFakeExec()
+// in tests); ct clears conntrack entries (nil: none).
+func NewDataplane(ex iptables.Exec, cfg Config, ct dataplane.Conntrack, log *slog.Logger) (*Dataplane, error) {
+	p, err := New(ex, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Dataplane{rules: p, flows: NewFlowTracker(), ct: ct, log: log}, nil
+}
+
+// Rules returns the rules' writer (for kube-ipvs cleanup and tests).
+func (d *Dataplane) Rules() *Proxy { return d.rules }
+
+// rulesResult reports one write of the rules.
+type rulesResult struct {
+	Restores, Entries int
+	Err               error
+}
+
+// Apply writes the changed Services' rules in one transaction per family, then clears the
+// UDP flows the change made stale. A flow cleared while the rules still send it the old way
+// (their restore failed) would be recreated the old way, so after a failure the repair
+// that follows clears again.
+func (d *Dataplane) Apply(ch dataplane.Change) dataplane.Result {
+	for name, st := range ch.Services {
+		d.rules.Stage(name, st)
+	}
+	r := d.rules.Open()
+	if r.Err != nil {
+		d.flows.FirewallFailed()
+	}
+	dataplane.ClearUDPFlows(d.ct, d.log, d.flows.Apply(ch.VSes))
+	return result(r)
+}
+
+// Repair renders every Service and rewrites the rules when anything of ours drifted.
+func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
+	start := time.Now()
+	d.rules.SetNodeIPs(s.NodeIPs)
+	d.rules.StageAll(s.Services)
+	r := d.rules.Resync()
+	if r.Err != nil {
+		d.flows.FirewallFailed()
+	}
+	dataplane.ClearUDPFlows(d.ct, d.log, d.flows.Resync(s.VSes))
+	res := result(r)
+	res.Phases.Firewall = time.Since(start)
+	return res
+}
+
+// Tick has nothing to do: nothing drains in iptables mode.
+func (d *Dataplane) Tick() (dataplane.Result, time.Duration) { return dataplane.Result{}, 0 }
+
+func result(r rulesResult) dataplane.Result {
+	res := dataplane.Result{Writes: dataplane.Writes{Restores: r.Restores}, Err: r.Err, SetEntries: r.Entries}
+	res.AddOp(dataplane.SubsystemIPTables, dataplane.OpUpdate, r.Restores)
+	if r.Err != nil {
+		res.AddFailures(dataplane.SubsystemIPTables, 1)
+	}
+	return res
+}
