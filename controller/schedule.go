@@ -93,9 +93,13 @@ func (s *schedule) synced(now time.Time, isFull bool, took time.Duration, failed
 	if !isFull {
 		return false
 	}
+	first := s.lastFull.IsZero()
 	s.lastFull = now
 	s.fullDue = wholeFailed
-	if wholeFailed {
+	if wholeFailed || first {
+		// The first full sync programs everything (and pays one-off costs such as
+		// detecting the iptables backend): its length says nothing about what repairing
+		// intact state costs, so it does not space the repairs.
 		return false
 	}
 	before := s.repairInterval()

@@ -10,10 +10,10 @@ var at = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func after(d time.Duration) time.Time { return at.Add(d) }
 
-// synced brings a new schedule past its first repair, made at 0 and taking took.
-func syncedSchedule(minInterval, period, took time.Duration) *schedule {
+// syncedSchedule brings a new schedule past its first full sync, made at 0.
+func syncedSchedule(minInterval, period time.Duration) *schedule {
 	s := newSchedule(minInterval, period, 0)
-	s.synced(at, true, took, false, false)
+	s.synced(at, true, time.Second, false, false)
 	return s
 }
 
@@ -48,7 +48,7 @@ func TestScheduleDecides(t *testing.T) {
 			now: time.Second, want: full},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := syncedSchedule(minI, period, 0)
+			s := syncedSchedule(minI, period)
 			if tc.prepare != nil {
 				tc.prepare(s)
 			}
@@ -97,6 +97,9 @@ func TestRepairIntervalBoundsTheRepairsShare(t *testing.T) {
 		{95 * time.Second, 475 * time.Second, true},
 	} {
 		s := newSchedule(0, period, 0)
+		if s.synced(at, true, 10*tc.took, false, false) || s.repairInterval() != period {
+			t.Errorf("the first full sync (a cold start of %s) spaced the repairs: %s", 10*tc.took, s.repairInterval())
+		}
 		slowed := s.synced(at, true, tc.took, false, false)
 		if got := s.repairInterval(); got != tc.want || slowed != tc.slowed {
 			t.Errorf("a repair of %s: interval %s, slowed %v; want %s, %v", tc.took, got, slowed, tc.want, tc.slowed)
