@@ -65,4 +65,7 @@ while read -r dir bin import; do
 done </payload/tests.list
 exit \$status
 ENTRY
-exec "$GUEST_DIR/boot.sh" "$stage"
+# The whole guest suite takes about seven minutes on an idle 2-core machine and more than
+# twice that when the machine is shared; the timeout only detects a hung guest, so it is
+# generous here.
+GUEST_TIMEOUT=${GUEST_TIMEOUT:-2400} exec "$GUEST_DIR/boot.sh" "$stage"
