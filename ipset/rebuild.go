@@ -14,55 +14,44 @@ func (r *Reconciler) rebuild(d firewall.SetDef, final map[firewall.Packed]struct
 	spec := specFor(d, len(final))
 	list := sortedPacked(final)
 	delete(r.sets, d.Name) // until we know again
-
-	fill := func(name firewall.SetName) error {
-		size := r.batchSize()
-		buf := make([]firewall.Entry, 0, min(size, len(list)))
-		for start := 0; start < len(list); start += size {
-			buf = unpack(buf[:0], list[start:min(start+size, len(list))])
-			if err := r.write(res, r.k.Add(name, buf)); err != nil {
-				return fmt.Errorf("fill %s: %w", name, err)
-			}
-		}
-		return nil
+	if !exists && !r.createFilled(d, spec, list, final, res) {
+		return
 	}
-	create := func(s Spec) error {
-		err := r.write(res, r.k.Create(s))
-		if errors.Is(err, ErrSetExists) && s.Name != d.Name {
-			// A temporary twin left behind: it is ours, start afresh.
-			if err := r.write(res, r.k.Destroy(s.Name)); err != nil {
-				return err
-			}
-			err = r.write(res, r.k.Create(s))
-		}
-		return err
-	}
+	r.swapInTwin(d, spec, list, final, res)
+}
 
-	if !exists {
-		err := create(spec)
-		if errors.Is(err, ErrSetExists) {
-			exists = true // created meanwhile: take the swap path
-		} else if err != nil {
-			res.fail(d.Name, fmt.Errorf("create set %s: %w", d.Name, err))
-			return
-		} else if err := fill(d.Name); err != nil {
+// createFilled creates the missing set d at spec and fills it with list (final, sorted). It
+// returns true only when the set exists after all (created meanwhile): then the caller takes
+// the swap path; otherwise the set is done, or its failure recorded in res.
+func (r *Reconciler) createFilled(d firewall.SetDef, spec Spec, list []firewall.Packed, final map[firewall.Packed]struct{}, res *Result) (exists bool) {
+	err := r.createSet(spec, false, res)
+	switch {
+	case errors.Is(err, ErrSetExists):
+		return true
+	case err != nil:
+		res.fail(d.Name, fmt.Errorf("create set %s: %w", d.Name, err))
+	default:
+		if err := r.fill(d.Name, list, res); err != nil {
 			res.fail(d.Name, err)
 			r.relist(d, res)
-			return
 		} else {
 			r.sets[d.Name] = &set{spec: spec, entries: final}
-			return
 		}
 	}
+	return false
+}
 
+// swapInTwin fills a temporary twin of the existing set d with list (final, sorted) and
+// swaps it in with one kernel call, so no packet sees a half-filled set.
+func (r *Reconciler) swapInTwin(d firewall.SetDef, spec Spec, list []firewall.Packed, final map[firewall.Packed]struct{}, res *Result) {
 	tmpSpec := spec
 	tmpSpec.Name = firewall.TempName(d.Name)
-	if err := create(tmpSpec); err != nil {
+	if err := r.createSet(tmpSpec, true, res); err != nil {
 		res.fail(d.Name, fmt.Errorf("rebuild %s: create %s: %w", d.Name, tmpSpec.Name, err))
 		r.relist(d, res)
 		return
 	}
-	if err := fill(tmpSpec.Name); err != nil {
+	if err := r.fill(tmpSpec.Name, list, res); err != nil {
 		res.fail(d.Name, fmt.Errorf("rebuild %s: %w", d.Name, err))
 		r.write(res, r.k.Destroy(tmpSpec.Name))
 		r.relist(d, res)
@@ -93,6 +82,32 @@ func (r *Reconciler) rebuild(d firewall.SetDef, final map[firewall.Packed]struct
 	if err := r.write(res, r.k.Destroy(tmpSpec.Name)); err != nil && !errors.Is(err, ErrSetNotFound) {
 		res.fail(d.Name, fmt.Errorf("destroy %s after the swap (Resync retries): %w", tmpSpec.Name, err))
 	}
+}
+
+// createSet creates a set at s. A twin (s names a temporary twin) that already exists was
+// left behind by an earlier rebuild: it is ours, so it is destroyed and created afresh.
+func (r *Reconciler) createSet(s Spec, twin bool, res *Result) error {
+	err := r.write(res, r.k.Create(s))
+	if errors.Is(err, ErrSetExists) && twin {
+		if err := r.write(res, r.k.Destroy(s.Name)); err != nil {
+			return err
+		}
+		err = r.write(res, r.k.Create(s))
+	}
+	return err
+}
+
+// fill adds the sorted entries list to the new set name, in batches.
+func (r *Reconciler) fill(name firewall.SetName, list []firewall.Packed, res *Result) error {
+	size := r.batchSize()
+	buf := make([]firewall.Entry, 0, min(size, len(list)))
+	for start := 0; start < len(list); start += size {
+		buf = unpack(buf[:0], list[start:min(start+size, len(list))])
+		if err := r.write(res, r.k.Add(name, buf)); err != nil {
+			return fmt.Errorf("fill %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // relist reads a set back after a failed rebuild, so the cache again says what the kernel

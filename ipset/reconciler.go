@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -120,18 +119,14 @@ func (r *Reconciler) Count(n firewall.SetName) int {
 func (r *Reconciler) Cleanup() Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := Result{}
-	headers, err := r.listHeaders()
+	headers, err := r.ownHeaders()
 	if err != nil {
-		res.Err = fmt.Errorf("ipset cleanup: %w", err)
-		return res
+		return Result{Err: fmt.Errorf("ipset cleanup: %w", err)}
 	}
 	r.sets = map[firewall.SetName]*set{}
 	r.defs = map[firewall.SetName]firewall.SetDef{}
+	res := Result{}
 	for _, h := range headers {
-		if !strings.HasPrefix(string(h.Name), firewall.Prefix) {
-			continue
-		}
 		if err := r.write(&res, r.k.Destroy(h.Name)); err != nil && !errors.Is(err, ErrSetNotFound) {
 			res.fail(h.Name, err)
 		}

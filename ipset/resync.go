@@ -30,16 +30,14 @@ func (r *Reconciler) ResyncSets(defs []firewall.SetDef, desired firewall.Desired
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := Result{}
-	headers, err := r.listHeaders()
+	headers, err := r.ownHeaders()
 	if err != nil {
 		res.Err = fmt.Errorf("ipset resync: %w", err)
 		return res
 	}
 	have := map[firewall.SetName]Header{}
 	for _, h := range headers {
-		if strings.HasPrefix(string(h.Name), firewall.Prefix) {
-			have[h.Name] = h
-		}
+		have[h.Name] = h
 	}
 
 	newDefs := map[firewall.SetName]firewall.SetDef{}
@@ -162,6 +160,22 @@ func (r *Reconciler) resyncEntries(d firewall.SetDef, spec Spec, w wanted, res *
 	}
 	r.addOrRebuild(d, s, adds, res)
 	r.deletions(d, dels, res)
+}
+
+// ownHeaders lists the headers of the sets whose names start with firewall.Prefix: the only
+// sets Resync and Cleanup may write or destroy.
+func (r *Reconciler) ownHeaders() ([]Header, error) {
+	headers, err := r.listHeaders()
+	if err != nil {
+		return nil, err
+	}
+	own := headers[:0]
+	for _, h := range headers {
+		if strings.HasPrefix(string(h.Name), firewall.Prefix) {
+			own = append(own, h)
+		}
+	}
+	return own, nil
 }
 
 func (r *Reconciler) listHeaders() ([]Header, error) {
