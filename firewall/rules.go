@@ -148,25 +148,23 @@ func (w *writer) notSet(base, flags string) string {
 	return "-m set ! --match-set " + string(Name(base, w.f)) + " " + flags
 }
 
+// render writes one family's rules, table by table.
 func render(cfg Config, f Family) string {
 	w := &writer{f: f}
-	mark := fmt.Sprintf("%#x", cfg.mark())
-	icmp := "icmp"
 	name := "IPv4"
 	if f == IPv6 {
-		icmp, name = "ipv6-icmp", "IPv6"
+		name = "IPv6"
 	}
-	var cidrs []netip.Prefix
-	for _, p := range cfg.ClusterCIDRs {
-		if FamilyOf(p.Addr()) == f {
-			cidrs = append(cidrs, p.Masked())
-		}
-	}
-
 	w.line("# kube-ipvs " + name + " rules for iptables-restore --noflush. Generated from the proxy's")
 	w.line("# configuration only: Services, ports and endpoints are ipset entries, never rules.")
+	w.mangle()
+	w.nat(cfg)
+	w.filter()
+	return w.b.String()
+}
 
-	// mangle: load-balancer source ranges, ahead of IPVS on every path.
+// mangle writes the load-balancer source ranges, ahead of IPVS on every path.
+func (w *writer) mangle() {
 	w.table("mangle", ChainFirewall)
 	w.rule(ChainFirewall,
 		w.set(SetLoadBalancerFW, "dst,dst")+" "+w.notSet(SetLBSourceCIDR, "dst,dst,src")+" "+w.notSet(SetLBSourceIP, "dst,dst,src"),
@@ -174,8 +172,17 @@ func render(cfg Config, f Family) string {
 	w.jump("PREROUTING", "load-balancer source ranges", ChainFirewall)
 	w.jump("OUTPUT", "load-balancer source ranges for node-originated traffic", ChainFirewall)
 	w.line("COMMIT")
+}
 
-	// nat: decide what to masquerade before IPVS rewrites the destination, masquerade after.
+// nat decides what to masquerade before IPVS rewrites the destination, and masquerades after.
+func (w *writer) nat(cfg Config) {
+	mark := fmt.Sprintf("%#x", cfg.mark())
+	var cidrs []netip.Prefix
+	for _, p := range cfg.ClusterCIDRs {
+		if FamilyOf(p.Addr()) == w.f {
+			cidrs = append(cidrs, p.Masked())
+		}
+	}
 	chains := []string{ChainServices, ChainOutput, ChainPostrouting, ChainMarkMasq}
 	clusterMasq := !cfg.MasqueradeAll && len(cidrs) > 0
 	if clusterMasq {
@@ -208,8 +215,14 @@ func render(cfg Config, f Family) string {
 	w.jump("OUTPUT", "mark node-originated Service traffic to masquerade", ChainOutput)
 	w.jump("POSTROUTING", "masquerade marked and hairpin Service traffic", ChainPostrouting)
 	w.line("COMMIT")
+}
 
-	// filter: the VIP filter, health checks and NodePorts, forwarded replies.
+// filter writes the VIP filter, health checks and NodePorts, forwarded replies.
+func (w *writer) filter() {
+	icmp := "icmp"
+	if w.f == IPv6 {
+		icmp = "ipv6-icmp"
+	}
 	w.table("filter", ChainInput, ChainVIPFilter, ChainForward)
 	w.rule(ChainInput, "-m conntrack --ctstate NEW "+w.set(SetVIPs, "dst"),
 		"new connection to a VIP: only to a port a Service exposes there", ChainVIPFilter)
@@ -230,5 +243,4 @@ func render(cfg Config, f Family) string {
 	w.jump("INPUT", "VIP filter, health-check and node ports", ChainInput)
 	w.jump("FORWARD", "replies of Service connections", ChainForward)
 	w.line("COMMIT")
-	return w.b.String()
 }
