@@ -32,7 +32,8 @@ type Config struct {
 	NodeIPs []netip.Addr
 }
 
-func (c Config) families() []Family {
+// Families are the families c enables, IPv4 first.
+func (c Config) Families() []Family {
 	switch {
 	case c.IPv4 && !c.IPv6:
 		return []Family{IPv4}
@@ -44,7 +45,7 @@ func (c Config) families() []Family {
 
 // Validate reports a Config that cannot be rendered.
 func (c Config) Validate() error {
-	m := c.mark()
+	m := c.Mark()
 	if m == 0 || m&(m-1) != 0 {
 		return fmt.Errorf("masquerade mark %#x must be a single bit", m)
 	}
@@ -56,7 +57,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (c Config) mark() uint32 {
+// Mark is the masquerade mark bit in use: MasqueradeMark, or DefaultMasqueradeMark for 0.
+func (c Config) Mark() uint32 {
 	if c.MasqueradeMark == 0 {
 		return DefaultMasqueradeMark
 	}
@@ -98,7 +100,7 @@ func RenderRules(cfg Config) (v4, v6 string) {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	for _, f := range cfg.families() {
+	for _, f := range cfg.Families() {
 		if f == IPv4 {
 			v4 = render(cfg, IPv4)
 		} else {
@@ -176,7 +178,7 @@ func (w *writer) mangle() {
 
 // nat decides what to masquerade before IPVS rewrites the destination, and masquerades after.
 func (w *writer) nat(cfg Config) {
-	mark := fmt.Sprintf("%#x", cfg.mark())
+	mark := fmt.Sprintf("%#x", cfg.Mark())
 	var cidrs []netip.Prefix
 	for _, p := range cfg.ClusterCIDRs {
 		if FamilyOf(p.Addr()) == w.f {
