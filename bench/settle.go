@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
 	"time"
 
@@ -43,7 +44,7 @@ func (r *runner) settle() controller.Stats {
 	for {
 		time.Sleep(still)
 		st2, w2 := r.ctl.Stats(), r.writes()
-		if st2.TotalSyncs == st.TotalSyncs && equal(w, w2) {
+		if st2.TotalSyncs == st.TotalSyncs && maps.Equal(w, w2) {
 			return st2
 		}
 		st, w = st2, w2
@@ -96,16 +97,4 @@ func diff(after, before map[string]int) map[string]int {
 		out[s] = after[s] - before[s]
 	}
 	return out
-}
-
-func equal(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
