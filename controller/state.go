@@ -56,72 +56,107 @@ func (d *desiredState) update(name model.ServiceName, next *model.ServiceState) 
 	ch := change{vs: map[model.VSKey]*model.VirtualServer{}}
 	prev := d.services[name]
 
-	// Claim or contest each wanted virtual server.
-	if next != nil {
-		for key := range next.VSes {
-			owner, owned := d.vsOwner[key]
-			if owned && owner != name {
-				delete(next.VSes, key)
-				if d.contenders[key] == nil {
-					d.contenders[key] = map[model.ServiceName]bool{}
-				}
-				d.contenders[key][name] = true
-				next.Reasons = append(next.Reasons, model.Problem{
-					Reason:  proxy.ReasonVirtualServerConflict,
-					Message: fmt.Sprintf("%s is already served by Service %s; this Service does not get it until that one lets go", key, owner),
-				})
-				continue
-			}
-			d.vsOwner[key] = name
-			if d.contenders[key] != nil {
-				delete(d.contenders[key], name)
-			}
-		}
-	}
-
 	// Virtual servers: changed or new ones from next, released ones from prev.
 	if next != nil {
-		for key, vs := range next.VSes {
-			var old *model.VirtualServer
-			if prev != nil {
-				old = prev.VSes[key]
-			}
-			if old != nil && old.Equal(vs) {
-				// Unchanged: keep the object the IPVS reconciler may already hold as its
-				// cache, and let the new one go (a full sync rebuilds every Service).
-				if old.PortName == vs.PortName && old.Kind == vs.Kind {
-					next.VSes[key] = old
-				}
-				continue
-			}
-			ch.vs[key] = vs
-		}
+		d.claim(name, next)
+		d.changedVSes(&ch, prev, next)
 	}
 	if prev != nil {
-		for key := range prev.VSes {
-			if next != nil && next.VSes[key] != nil {
-				continue
+		d.release(&ch, prev, next)
+	}
+	if next == nil {
+		d.stopContending(name)
+	}
+	d.rebind(&ch, prev, next)
+	sort.Slice(ch.requeue, func(i, j int) bool { return ch.requeue[i].String() < ch.requeue[j].String() })
+
+	d.reals += countReals(next) - countReals(prev)
+	if next == nil {
+		delete(d.services, name)
+	} else {
+		d.services[name] = next
+	}
+	if next != nil && next.HealthCheckNodePort != 0 {
+		d.healthChecked[name] = next
+	} else {
+		delete(d.healthChecked, name)
+	}
+	return ch
+}
+
+// claim takes each virtual server next wants that no other Service owns, and contests the
+// others: they leave next's state, with a Problem, until their owner lets go.
+func (d *desiredState) claim(name model.ServiceName, next *model.ServiceState) {
+	for key := range next.VSes {
+		owner, owned := d.vsOwner[key]
+		if owned && owner != name {
+			delete(next.VSes, key)
+			if d.contenders[key] == nil {
+				d.contenders[key] = map[model.ServiceName]bool{}
 			}
-			ch.vs[key] = nil
-			delete(d.vsOwner, key)
-			for c := range d.contenders[key] {
-				ch.requeue = append(ch.requeue, c)
+			d.contenders[key][name] = true
+			next.Reasons = append(next.Reasons, model.Problem{
+				Reason:  proxy.ReasonVirtualServerConflict,
+				Message: fmt.Sprintf("%s is already served by Service %s; this Service does not get it until that one lets go", key, owner),
+			})
+			continue
+		}
+		d.vsOwner[key] = name
+		if d.contenders[key] != nil {
+			delete(d.contenders[key], name)
+		}
+	}
+}
+
+// changedVSes adds to ch the virtual servers of next that are new or differ from prev's.
+func (d *desiredState) changedVSes(ch *change, prev, next *model.ServiceState) {
+	for key, vs := range next.VSes {
+		var old *model.VirtualServer
+		if prev != nil {
+			old = prev.VSes[key]
+		}
+		if old != nil && old.Equal(vs) {
+			// Unchanged: keep the object the IPVS reconciler may already hold as its
+			// cache, and let the new one go (a full sync rebuilds every Service).
+			if old.PortName == vs.PortName && old.Kind == vs.Kind {
+				next.VSes[key] = old
 			}
+			continue
+		}
+		ch.vs[key] = vs
+	}
+}
+
+// release deletes the virtual servers of prev that next (nil: gone) no longer has, and
+// requeues the Services that contended for them.
+func (d *desiredState) release(ch *change, prev, next *model.ServiceState) {
+	for key := range prev.VSes {
+		if next != nil && next.VSes[key] != nil {
+			continue
+		}
+		ch.vs[key] = nil
+		delete(d.vsOwner, key)
+		for c := range d.contenders[key] {
+			ch.requeue = append(ch.requeue, c)
+		}
+		delete(d.contenders, key)
+	}
+}
+
+// stopContending drops a Service that went away from every contest (this walks only the
+// contended keys, normally none).
+func (d *desiredState) stopContending(name model.ServiceName) {
+	for key, cs := range d.contenders {
+		delete(cs, name)
+		if len(cs) == 0 {
 			delete(d.contenders, key)
 		}
 	}
-	// A Service that goes away also stops contending (this walks only the contended keys,
-	// normally none).
-	if next == nil {
-		for key, cs := range d.contenders {
-			delete(cs, name)
-			if len(cs) == 0 {
-				delete(d.contenders, key)
-			}
-		}
-	}
+}
 
-	// Addresses, reference-counted across Services (externalIPs and LB IPs may be shared).
+// rebind adds to ch the addresses to bind and unbind, reference-counted across Services
+// (externalIPs and LB IPs may be shared).
+func (d *desiredState) rebind(ch *change, prev, next *model.ServiceState) {
 	for a := range bindSet(next) {
 		if prev == nil || !prev.Bind[a] {
 			if d.bindRefs[a] == 0 {
@@ -141,20 +176,6 @@ func (d *desiredState) update(name model.ServiceName, next *model.ServiceState) 
 	}
 	sortAddrs(ch.bind)
 	sortAddrs(ch.unbind)
-	sort.Slice(ch.requeue, func(i, j int) bool { return ch.requeue[i].String() < ch.requeue[j].String() })
-
-	d.reals += countReals(next) - countReals(prev)
-	if next == nil {
-		delete(d.services, name)
-	} else {
-		d.services[name] = next
-	}
-	if next != nil && next.HealthCheckNodePort != 0 {
-		d.healthChecked[name] = next
-	} else {
-		delete(d.healthChecked, name)
-	}
-	return ch
 }
 
 // countReals is the number of real servers over a Service's (owned) virtual servers.

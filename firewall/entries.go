@@ -44,7 +44,7 @@ func serviceEntries(st *model.ServiceState, cfg Config, put func(SetName, Entry)
 		return
 	}
 	var enabled [2]bool
-	for _, f := range cfg.families() {
+	for _, f := range cfg.Families() {
 		enabled[b2i(f == IPv6)] = true
 	}
 	add := func(base string, f Family, e Entry) { put(Name(base, f), e) }
@@ -61,7 +61,7 @@ func serviceEntries(st *model.ServiceState, cfg Config, put func(SetName, Entry)
 			add(SetVIPs, FamilyOf(a), Entry{IP: a})
 		}
 	}
-	if st.ExternalLocal && st.LoadBalancer && st.HealthCheckNodePort != 0 && len(cfg.families()) > 0 {
+	if st.ExternalLocal && st.LoadBalancer && st.HealthCheckNodePort != 0 && len(cfg.Families()) > 0 {
 		add(SetHealthCheckNodePort, AnyFamily, Entry{Port: st.HealthCheckNodePort})
 	}
 }

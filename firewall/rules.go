@@ -32,7 +32,8 @@ type Config struct {
 	NodeIPs []netip.Addr
 }
 
-func (c Config) families() []Family {
+// Families are the families c enables, IPv4 first.
+func (c Config) Families() []Family {
 	switch {
 	case c.IPv4 && !c.IPv6:
 		return []Family{IPv4}
@@ -44,7 +45,7 @@ func (c Config) families() []Family {
 
 // Validate reports a Config that cannot be rendered.
 func (c Config) Validate() error {
-	m := c.mark()
+	m := c.Mark()
 	if m == 0 || m&(m-1) != 0 {
 		return fmt.Errorf("masquerade mark %#x must be a single bit", m)
 	}
@@ -56,7 +57,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (c Config) mark() uint32 {
+// Mark is the masquerade mark bit in use: MasqueradeMark, or DefaultMasqueradeMark for 0.
+func (c Config) Mark() uint32 {
 	if c.MasqueradeMark == 0 {
 		return DefaultMasqueradeMark
 	}
@@ -98,7 +100,7 @@ func RenderRules(cfg Config) (v4, v6 string) {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	for _, f := range cfg.families() {
+	for _, f := range cfg.Families() {
 		if f == IPv4 {
 			v4 = render(cfg, IPv4)
 		} else {
@@ -148,25 +150,23 @@ func (w *writer) notSet(base, flags string) string {
 	return "-m set ! --match-set " + string(Name(base, w.f)) + " " + flags
 }
 
+// render writes one family's rules, table by table.
 func render(cfg Config, f Family) string {
 	w := &writer{f: f}
-	mark := fmt.Sprintf("%#x", cfg.mark())
-	icmp := "icmp"
 	name := "IPv4"
 	if f == IPv6 {
-		icmp, name = "ipv6-icmp", "IPv6"
+		name = "IPv6"
 	}
-	var cidrs []netip.Prefix
-	for _, p := range cfg.ClusterCIDRs {
-		if FamilyOf(p.Addr()) == f {
-			cidrs = append(cidrs, p.Masked())
-		}
-	}
-
 	w.line("# kube-ipvs " + name + " rules for iptables-restore --noflush. Generated from the proxy's")
 	w.line("# configuration only: Services, ports and endpoints are ipset entries, never rules.")
+	w.mangle()
+	w.nat(cfg)
+	w.filter()
+	return w.b.String()
+}
 
-	// mangle: load-balancer source ranges, ahead of IPVS on every path.
+// mangle writes the load-balancer source ranges, ahead of IPVS on every path.
+func (w *writer) mangle() {
 	w.table("mangle", ChainFirewall)
 	w.rule(ChainFirewall,
 		w.set(SetLoadBalancerFW, "dst,dst")+" "+w.notSet(SetLBSourceCIDR, "dst,dst,src")+" "+w.notSet(SetLBSourceIP, "dst,dst,src"),
@@ -174,8 +174,17 @@ func render(cfg Config, f Family) string {
 	w.jump("PREROUTING", "load-balancer source ranges", ChainFirewall)
 	w.jump("OUTPUT", "load-balancer source ranges for node-originated traffic", ChainFirewall)
 	w.line("COMMIT")
+}
 
-	// nat: decide what to masquerade before IPVS rewrites the destination, masquerade after.
+// nat decides what to masquerade before IPVS rewrites the destination, and masquerades after.
+func (w *writer) nat(cfg Config) {
+	mark := fmt.Sprintf("%#x", cfg.Mark())
+	var cidrs []netip.Prefix
+	for _, p := range cfg.ClusterCIDRs {
+		if FamilyOf(p.Addr()) == w.f {
+			cidrs = append(cidrs, p.Masked())
+		}
+	}
 	chains := []string{ChainServices, ChainOutput, ChainPostrouting, ChainMarkMasq}
 	clusterMasq := !cfg.MasqueradeAll && len(cidrs) > 0
 	if clusterMasq {
@@ -208,8 +217,14 @@ func render(cfg Config, f Family) string {
 	w.jump("OUTPUT", "mark node-originated Service traffic to masquerade", ChainOutput)
 	w.jump("POSTROUTING", "masquerade marked and hairpin Service traffic", ChainPostrouting)
 	w.line("COMMIT")
+}
 
-	// filter: the VIP filter, health checks and NodePorts, forwarded replies.
+// filter writes the VIP filter, health checks and NodePorts, forwarded replies.
+func (w *writer) filter() {
+	icmp := "icmp"
+	if w.f == IPv6 {
+		icmp = "ipv6-icmp"
+	}
 	w.table("filter", ChainInput, ChainVIPFilter, ChainForward)
 	w.rule(ChainInput, "-m conntrack --ctstate NEW "+w.set(SetVIPs, "dst"),
 		"new connection to a VIP: only to a port a Service exposes there", ChainVIPFilter)
@@ -230,5 +245,4 @@ func render(cfg Config, f Family) string {
 	w.jump("INPUT", "VIP filter, health-check and node ports", ChainInput)
 	w.jump("FORWARD", "replies of Service connections", ChainForward)
 	w.line("COMMIT")
-	return w.b.String()
 }

@@ -152,7 +152,7 @@ func TempName(n SetName) SetName {
 // Sets returns the definitions of every set the rules of cfg use, IPv4 sets first.
 func Sets(cfg Config) []SetDef {
 	var out []SetDef
-	for _, f := range cfg.families() {
+	for _, f := range cfg.Families() {
 		for _, b := range familySets {
 			out = append(out, SetDef{Name: Name(b.base, f), Type: b.typ, Family: f, Comment: b.comment})
 		}

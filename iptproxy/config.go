@@ -1,64 +1,63 @@
 package iptproxy
 
 import (
-	"fmt"
 	"net/netip"
 
+	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 )
 
-// DefaultMasqueradeMark is the packet-mark bit that asks KIPVS-POSTROUTING to masquerade.
-const DefaultMasqueradeMark uint32 = 0x4000
+// DefaultMasqueradeMark is the packet-mark bit that asks KIPVS-POSTROUTING to masquerade:
+// the IPVS mode's, so that both modes leave the same bit to other users of the mark.
+const DefaultMasqueradeMark = firewall.DefaultMasqueradeMark
 
-// Config is what the rules depend on besides Services: proxy-wide settings only.
+// Config is what the rules depend on besides Services: proxy-wide settings only. The
+// families and the masquerade settings are the IPVS mode's (firewall.Config) and mean the
+// same: both modes masquerade the same connections, and one Validate checks them.
 type Config struct {
 	// IPv4 and IPv6 enable the families: iptables for IPv4, ip6tables for IPv6. A Config
 	// with neither enables both (dual stack).
 	IPv4, IPv6 bool
-	// ClusterCIDRs (--cluster-cidr, any families) are the pod networks. Connections to a
-	// ClusterIP from outside them are masqueraded so that replies come back through this
-	// node; pods keep their address. Without any CIDR of a family (and without
+	// ClusterCIDRs (--cluster-cidr), MasqueradeAll (--masquerade-all) and MasqueradeMark
+	// (0: DefaultMasqueradeMark) as in firewall.Config. In this mode a connection to a
+	// ClusterIP from outside the cluster CIDRs is masqueraded, so that replies come back
+	// through this node; pods keep their address. Without any CIDR of a family (and without
 	// MasqueradeAll) ClusterIP traffic of that family keeps its source address.
-	ClusterCIDRs []netip.Prefix
-	// MasqueradeAll (--masquerade-all) masquerades every connection to a ClusterIP.
-	MasqueradeAll bool
-	// MasqueradeMark is the single mark bit that asks for masquerade; 0 means
-	// DefaultMasqueradeMark.
+	ClusterCIDRs   []netip.Prefix
+	MasqueradeAll  bool
 	MasqueradeMark uint32
 	// Tools says how to run the iptables tools: the backend (legacy or nft; iptables.Auto
 	// detects the one the node uses) and the xtables lock wait, as in the IPVS mode.
 	Tools iptables.Config
 }
 
+// masquerade is the part of c that the IPVS mode's firewall.Config has too.
+func (c Config) masquerade() firewall.Config {
+	return firewall.Config{IPv4: c.IPv4, IPv6: c.IPv6, ClusterCIDRs: c.ClusterCIDRs,
+		MasqueradeAll: c.MasqueradeAll, MasqueradeMark: c.MasqueradeMark}
+}
+
 // Validate reports a Config that cannot be rendered.
 func (c Config) Validate() error {
-	m := c.mark()
-	if m&(m-1) != 0 {
-		return fmt.Errorf("masquerade mark %#x must be a single bit", m)
-	}
-	for _, p := range c.ClusterCIDRs {
-		if !p.IsValid() {
-			return fmt.Errorf("cluster CIDR %v is not valid", p)
-		}
+	if err := c.masquerade().Validate(); err != nil {
+		return err
 	}
 	return c.Tools.Validate()
 }
 
-func (c Config) mark() uint32 {
-	if c.MasqueradeMark == 0 {
-		return DefaultMasqueradeMark
-	}
-	return c.MasqueradeMark
-}
+func (c Config) mark() uint32 { return c.masquerade().Mark() }
 
+// families are the families c enables, as the IPVS mode picks them.
 func (c Config) families() []family {
-	switch {
-	case c.IPv4 && !c.IPv6:
-		return []family{v4}
-	case c.IPv6 && !c.IPv4:
-		return []family{v6}
+	var out []family
+	for _, f := range c.masquerade().Families() {
+		if f == firewall.IPv6 {
+			out = append(out, v6)
+		} else {
+			out = append(out, v4)
+		}
 	}
-	return []family{v4, v6}
+	return out
 }
 
 // cidrs returns the cluster CIDRs of one family, masked, without duplicates.

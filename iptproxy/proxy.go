@@ -114,48 +114,39 @@ func (p *Proxy) StageAll(all map[model.ServiceName]*model.ServiceState) {
 // deleted when gone) and their own dispatch rules (-A/-I and -D lines). Unchanged
 // Services write nothing; with nothing changed Open runs no process. A family whose
 // static chains are not in place yet (or whose last write failed) is rebuilt whole.
-func (p *Proxy) Open() rulesResult {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	names := p.takeDirty()
-	rc := p.renderConfig()
-	var out rulesResult
-	var errs []error
-	for _, fs := range p.fams {
-		desired := map[model.ServiceName]*svcRules{}
-		for _, n := range names {
-			desired[n] = p.render(fs, n, rc)
+func (p *Proxy) Open() rulesResult { return p.eachFamily(p.openFamily) }
+
+// openFamily writes the Services names (taken from dirty) in one family's tables.
+func (p *Proxy) openFamily(fs *famState, names []model.ServiceName, rc *renderConfig, out *rulesResult) error {
+	desired := map[model.ServiceName]*svcRules{}
+	for _, n := range names {
+		desired[n] = p.render(fs, n, rc)
+	}
+	if !fs.synced {
+		if len(names) == 0 && !fs.failed {
+			return nil // nothing asked for yet: wait for Resync
 		}
-		if !fs.synced {
-			if len(names) == 0 && !fs.failed {
-				continue // nothing asked for yet: wait for Resync
-			}
-			errs = append(errs, p.rebuild(fs, rc, &out))
-			continue
-		}
-		t := newTx()
-		for _, n := range names {
-			t.diff(fs.applied[n], desired[n])
-		}
-		if t.empty() {
-			continue
-		}
-		if err := p.restore(fs, t.transaction(), &out); err != nil {
-			fs.synced, fs.failed = false, true
-			errs = append(errs, err)
-			continue
-		}
-		for n, r := range desired {
-			if r.empty() {
-				delete(fs.applied, n)
-			} else {
-				fs.applied[n] = r
-			}
+		return p.rebuild(fs, rc, out)
+	}
+	t := newTx()
+	for _, n := range names {
+		t.diff(fs.applied[n], desired[n])
+	}
+	if t.empty() {
+		return nil
+	}
+	if err := p.restore(fs, t.transaction(), out); err != nil {
+		fs.synced, fs.failed = false, true
+		return err
+	}
+	for n, r := range desired {
+		if r.empty() {
+			delete(fs.applied, n)
+		} else {
+			fs.applied[n] = r
 		}
 	}
-	out.Entries = p.entries()
-	out.Err = errors.Join(errs...)
-	return out
+	return nil
 }
 
 // Resync renders every Service, reads each family's tables (one -save) and, when anything
@@ -166,14 +157,22 @@ func (p *Proxy) Open() rulesResult {
 // (iptables.Reconcile), stray KIPVS- chains removed. When everything is right it only
 // reads, so a restarted proxy adopts intact rules.
 func (p *Proxy) Resync() rulesResult {
+	return p.eachFamily(func(fs *famState, _ []model.ServiceName, rc *renderConfig, out *rulesResult) error {
+		return p.rebuild(fs, rc, out)
+	})
+}
+
+// eachFamily takes the staged Services and calls write for every family with them, under
+// the lock; the result gathers the families' restores and errors.
+func (p *Proxy) eachFamily(write func(fs *famState, names []model.ServiceName, rc *renderConfig, out *rulesResult) error) rulesResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.takeDirty()
+	names := p.takeDirty()
 	rc := p.renderConfig()
 	var out rulesResult
 	var errs []error
 	for _, fs := range p.fams {
-		errs = append(errs, p.rebuild(fs, rc, &out))
+		errs = append(errs, write(fs, names, rc, &out))
 	}
 	out.Entries = p.entries()
 	out.Err = errors.Join(errs...)

@@ -26,13 +26,12 @@ type txTable struct {
 
 func newTx() *tx { return &tx{tables: map[string]*txTable{}} }
 
+// table returns the part of table name, created on first use.
 func (t *tx) table(name string) *txTable {
-	tt := t.tables[name]
-	if tt == nil {
-		tt = &txTable{}
-		t.tables[name] = tt
+	if t.tables[name] == nil {
+		t.tables[name] = &txTable{}
 	}
-	return tt
+	return t.tables[name]
 }
 
 func (k chainKey) chain() iptables.Chain { return iptables.Chain{Table: k.table, Name: k.name} }

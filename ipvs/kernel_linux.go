@@ -192,30 +192,25 @@ func (k *netlinkKernel) DelService(key model.VSKey) error {
 }
 
 func (k *netlinkKernel) NewDestination(vs model.VSKey, rs model.RSKey, weight uint32) error {
-	if weight > maxWeight {
-		return fmt.Errorf("add real server %s to %s: weight %d is above %d", rs, vs, weight, maxWeight)
-	}
-	if err := checkFamily(vs, rs); err != nil {
-		return fmt.Errorf("add real server %s to %s: %w", rs, vs, err)
-	}
-	return k.g.write(cmdNewDest,
-		func(err error) error {
-			return fmt.Errorf("add real server %s to %s: %w", rs, vs, notFound(err, unix.ESRCH))
-		},
-		func(b []byte) []byte { return appendDest(appendService(b, vs, nil), rs, weight, true) })
+	return k.writeDest(cmdNewDest, "add real server %s to %s", vs, rs, weight, unix.ESRCH)
 }
 
 func (k *netlinkKernel) UpdateDestination(vs model.VSKey, rs model.RSKey, weight uint32) error {
+	return k.writeDest(cmdSetDest, "set weight of real server %s of %s", vs, rs, weight, unix.ESRCH, unix.ENOENT)
+}
+
+// writeDest adds a real server or sets its weight. what names the write in errors: a format
+// taking the real and then the virtual server. gone are the errnos that mean what the write
+// needs is missing (the virtual server; for a weight change also the real server).
+func (k *netlinkKernel) writeDest(cmd uint8, what string, vs model.VSKey, rs model.RSKey, weight uint32, gone ...unix.Errno) error {
 	if weight > maxWeight {
-		return fmt.Errorf("set weight of real server %s of %s: weight %d is above %d", rs, vs, weight, maxWeight)
+		return fmt.Errorf(what+": weight %d is above %d", rs, vs, weight, maxWeight)
 	}
 	if err := checkFamily(vs, rs); err != nil {
-		return fmt.Errorf("set weight of real server %s of %s: %w", rs, vs, err)
+		return fmt.Errorf(what+": %w", rs, vs, err)
 	}
-	return k.g.write(cmdSetDest,
-		func(err error) error {
-			return fmt.Errorf("set weight of real server %s of %s: %w", rs, vs, notFound(err, unix.ESRCH, unix.ENOENT))
-		},
+	return k.g.write(cmd,
+		func(err error) error { return fmt.Errorf(what+": %w", rs, vs, notFound(err, gone...)) },
 		func(b []byte) []byte { return appendDest(appendService(b, vs, nil), rs, weight, true) })
 }
 

@@ -1,0 +1,236 @@
+package ipset
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/kube-ipvs/kube-ipvs/firewall"
+)
+
+// Resync makes the kernel hold exactly the defined sets with the desired entries (those
+// mapped to true); see ResyncSets.
+func (r *Reconciler) Resync(defs []firewall.SetDef, desired map[firewall.SetName]map[firewall.Entry]bool) Result {
+	return r.ResyncSets(defs, firewall.EntryMap(desired))
+}
+
+// ResyncSets makes the kernel hold exactly the defined sets with the desired entries: it lists every set's header, creates missing sets, rebuilds sets of the
+// wrong type, family or range or too small for their content, lists the others' entries and
+// adds and deletes the difference, then destroys every other set whose name starts with
+// firewall.Prefix (such as a set an older version used, or a temporary twin left by a
+// crash). A set still referenced by iptables rules cannot be destroyed: that is reported in
+// Errors and retried on the next Resync. Sets without the prefix are never touched. When
+// the kernel already matches, Resync writes nothing.
+//
+// The definitions are remembered: Apply accepts changes to these sets only.
+//
+// desired is read, not copied (the Tracker itself, at a full sync).
+func (r *Reconciler) ResyncSets(defs []firewall.SetDef, desired firewall.DesiredSets) Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := Result{}
+	headers, err := r.ownHeaders()
+	if err != nil {
+		res.Err = fmt.Errorf("ipset resync: %w", err)
+		return res
+	}
+	have := map[firewall.SetName]Header{}
+	for _, h := range headers {
+		have[h.Name] = h
+	}
+
+	newDefs := map[firewall.SetName]firewall.SetDef{}
+	for _, d := range defs {
+		if err := checkDef(d); err != nil {
+			res.fail(d.Name, err)
+			continue
+		}
+		newDefs[d.Name] = d
+		w := wanted{desired: desired, name: d.Name}
+		desired.Range(d.Name, func(p firewall.Packed) bool {
+			if err := d.Check(p.Entry()); err != nil {
+				res.fail(d.Name, err)
+				if w.invalid == nil {
+					w.invalid = map[firewall.Packed]struct{}{}
+				}
+				w.invalid[p] = struct{}{}
+			}
+			return true
+		})
+		n := desired.Count(d.Name) - len(w.invalid)
+		h, exists := have[d.Name]
+		switch {
+		case !exists:
+			r.rebuild(d, w.set(), false, &res)
+		case fits(h.Spec, d, n) != nil:
+			r.rebuild(d, w.set(), true, &res)
+		default:
+			r.resyncEntries(d, h.Spec, w, &res)
+		}
+	}
+	if named, ok := desired.(interface{ Names() []firewall.SetName }); ok {
+		for _, n := range named.Names() {
+			if _, ok := newDefs[n]; !ok && desired.Count(n) > 0 {
+				res.fail(n, fmt.Errorf("entries for set %s, which is not defined", n))
+			}
+		}
+	}
+	r.defs = newDefs
+	for n := range r.sets {
+		if _, ok := newDefs[n]; !ok {
+			delete(r.sets, n)
+		}
+	}
+
+	var extra []firewall.SetName
+	for n := range have {
+		if _, ok := newDefs[n]; !ok {
+			extra = append(extra, n)
+		}
+	}
+	sort.Slice(extra, func(i, j int) bool { return extra[i] < extra[j] })
+	for _, n := range extra {
+		if err := r.write(&res, r.k.Destroy(n)); err != nil && !errors.Is(err, ErrSetNotFound) {
+			res.fail(n, fmt.Errorf("destroy set %s, no longer used: %w", n, err))
+		}
+	}
+	return res
+}
+
+// wanted is the desired content of one set: what desired holds for it, but the invalid.
+type wanted struct {
+	desired firewall.DesiredSets
+	name    firewall.SetName
+	invalid map[firewall.Packed]struct{}
+}
+
+func (w wanted) has(p firewall.Packed) bool {
+	return !w.isInvalid(p) && w.desired.Has(w.name, p)
+}
+
+func (w wanted) isInvalid(p firewall.Packed) bool {
+	_, bad := w.invalid[p]
+	return bad
+}
+
+// set returns a copy of the wanted entries: a set's new cache after a rebuild.
+func (w wanted) set() map[firewall.Packed]struct{} {
+	out := make(map[firewall.Packed]struct{}, w.desired.Count(w.name))
+	w.desired.Range(w.name, func(p firewall.Packed) bool {
+		if _, bad := w.invalid[p]; !bad {
+			out[p] = struct{}{}
+		}
+		return true
+	})
+	return out
+}
+
+// resyncEntries lists one fitting set and writes the difference to w.
+func (r *Reconciler) resyncEntries(d firewall.SetDef, spec Spec, w wanted, res *Result) {
+	listed, err := r.listEntries(d.Name)
+	if errors.Is(err, ErrSetNotFound) {
+		r.rebuild(d, w.set(), false, res)
+		return
+	}
+	if err != nil {
+		res.fail(d.Name, err)
+		return
+	}
+	s := &set{spec: spec, entries: listed}
+	r.sets[d.Name] = s
+	var adds, dels []firewall.Packed
+	// Inside Range only the invalid are looked up: desired (the Tracker) is locked while it
+	// calls back, and what it ranges over it has.
+	w.desired.Range(d.Name, func(p firewall.Packed) bool {
+		if _, ok := s.entries[p]; !ok && !w.isInvalid(p) {
+			adds = append(adds, p)
+		}
+		return true
+	})
+	for p := range s.entries {
+		if !w.has(p) {
+			dels = append(dels, p)
+		}
+	}
+	if d.Type != firewall.BitmapPort && len(s.entries)+len(adds) > int(spec.MaxElem) {
+		// Adding before deleting would overflow it: rebuild it with exactly the wanted.
+		r.rebuild(d, w.set(), true, res)
+		return
+	}
+	r.addOrRebuild(d, s, adds, res)
+	r.deletions(d, dels, res)
+}
+
+// ownHeaders lists the headers of the sets whose names start with firewall.Prefix: the only
+// sets Resync and Cleanup may write or destroy.
+func (r *Reconciler) ownHeaders() ([]Header, error) {
+	headers, err := r.listHeaders()
+	if err != nil {
+		return nil, err
+	}
+	own := headers[:0]
+	for _, h := range headers {
+		if strings.HasPrefix(string(h.Name), firewall.Prefix) {
+			own = append(own, h)
+		}
+	}
+	return own, nil
+}
+
+func (r *Reconciler) listHeaders() ([]Header, error) {
+	var err error
+	for range listAttempts {
+		var hs []Header
+		if hs, err = r.k.ListHeaders(); err == nil {
+			return hs, nil
+		}
+		if !errors.Is(err, ErrDumpInterrupted) {
+			break
+		}
+	}
+	return nil, err
+}
+
+// listEntries lists a set's entries into a map, through the kernel's streaming listing
+// when it has one (no slice of every entry in between).
+func (r *Reconciler) listEntries(n firewall.SetName) (map[firewall.Packed]struct{}, error) {
+	var err error
+	for range listAttempts {
+		out := map[firewall.Packed]struct{}{}
+		if each, ok := r.k.(entryStreamer); ok {
+			err = each.EachEntry(n, func(e firewall.Entry) { out[e.Pack()] = struct{}{} })
+		} else {
+			var es []firewall.Entry
+			if es, err = r.k.ListEntries(n); err == nil {
+				for _, e := range es {
+					out[e.Pack()] = struct{}{}
+				}
+			}
+		}
+		if err == nil {
+			return out, nil
+		}
+		if !errors.Is(err, ErrDumpInterrupted) {
+			break
+		}
+	}
+	return nil, err
+}
+
+// entryStreamer is a Kernel that can hand a set's entries over one by one as it parses them.
+type entryStreamer interface {
+	EachEntry(name firewall.SetName, fn func(firewall.Entry)) error
+}
+
+func checkDef(d firewall.SetDef) error {
+	switch {
+	case !strings.HasPrefix(string(d.Name), firewall.Prefix):
+		return fmt.Errorf("set %s: name lacks the prefix %s", d.Name, firewall.Prefix)
+	case len(firewall.TempName(d.Name)) > firewall.MaxSetNameLen:
+		return fmt.Errorf("set %s: name too long for its temporary twin (%d bytes max)", d.Name, firewall.MaxSetNameLen-2)
+	case d.Type == firewall.BitmapPort && d.PortFrom > d.PortTo:
+		return fmt.Errorf("set %s: empty port range", d.Name)
+	}
+	return nil
+}
