@@ -28,11 +28,11 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/config"
 	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
-	"github.com/kube-ipvs/kube-ipvs/nodeaddr"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
@@ -280,7 +280,7 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		nodeFallbackEvent(recorder, cfg.NodeName, blocking)
 	}
 
-	hostAddrs := func() ([]netip.Addr, error) { return nodeaddr.List(o.dummyInterface) }
+	hostAddrs := func() ([]netip.Addr, error) { return dummyif.NodeAddresses(o.dummyInterface) }
 	obs := controller.Observers{}
 	if !o.once {
 		obs.Metrics = metrics.New()
