@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kube-ipvs/kube-ipvs/config"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/preflight"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
@@ -75,8 +75,8 @@ func preflightMain(args []string, stdout, stderr io.Writer, deps *preflight.Deps
 		fmt.Fprintf(stderr, "kube-ipvs preflight: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	if !slices.Contains(proxy.Schedulers(), o.scheduler) {
-		fmt.Fprintf(stderr, "kube-ipvs preflight: --scheduler=%q: not an IPVS scheduler; use one of %s\n", o.scheduler, strings.Join(proxy.Schedulers(), ", "))
+	if err := config.CheckScheduler(o.scheduler); err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs preflight: --scheduler=%q: %v\n", o.scheduler, err)
 		return 2
 	}
 	if o.output != "table" && o.output != "json" {
