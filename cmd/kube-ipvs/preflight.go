@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -65,15 +64,8 @@ func preflightMain(args []string, stdout, stderr io.Writer, deps *preflight.Deps
 			"internal error. Suitable for an init container.\n\nFlags:\n%s",
 			preflight.ProbeVSAddress, fs.FlagUsages())
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kube-ipvs preflight: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := parseArgs(fs, args, stderr); !ok {
+		return code
 	}
 	if err := config.CheckScheduler(o.scheduler); err != nil {
 		fmt.Fprintf(stderr, "kube-ipvs preflight: --scheduler=%q: %v\n", o.scheduler, err)

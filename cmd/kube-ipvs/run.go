@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -71,15 +70,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, "Usage: kube-ipvs run [flags]\n\nRuns the service proxy: watches Services, EndpointSlices and this Node and programs IPVS.\n\nFlags:\n%s", fs.FlagUsages())
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kube-ipvs run: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := parseArgs(fs, args, stderr); !ok {
+		return code
 	}
 	warnings, err := o.ReadConfigFile(fs)
 	if err != nil {
