@@ -122,7 +122,7 @@ func scanServices(ctx context.Context, o preflightOptions) (*preflight.ServiceSc
 				svcs = append(svcs, *s)
 			}
 		}
-		scan := preflight.ScanServices("--manifests "+o.manifests, svcs)
+		scan := serviceScan("--manifests "+o.manifests, svcs)
 		scan.Partial = err // the valid documents still count; the broken ones are named
 		return scan, nil
 	case o.kubeconfig != "":
@@ -141,7 +141,14 @@ func scanServices(ctx context.Context, o preflightOptions) (*preflight.ServiceSc
 		if err != nil {
 			return &preflight.ServiceScan{Source: source, Err: err}, nil
 		}
-		return preflight.ScanServices(source, list.Items), nil
+		return serviceScan(source, list.Items), nil
 	}
 	return nil, nil
+}
+
+// serviceScan reads the Services with the proxy's own rules (which it handles, which
+// schedulers they name) into the plain values the preflight checks.
+func serviceScan(source string, svcs []corev1.Service) *preflight.ServiceScan {
+	s := proxy.ScanServices(svcs)
+	return &preflight.ServiceScan{Source: source, Services: s.Handled, Schedulers: s.Schedulers, Invalid: s.Invalid}
 }
