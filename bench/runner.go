@@ -23,13 +23,13 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/conntrack"
 	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
-	"github.com/kube-ipvs/kube-ipvs/nodeaddr"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
@@ -183,7 +183,7 @@ func (r *runner) wire(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("IPVS mode: %w", err)
 	}
-	hostAddrs := func() ([]netip.Addr, error) { return nodeaddr.List(DummyInterface) }
+	hostAddrs := func() ([]netip.Addr, error) { return dummyif.NodeAddresses(DummyInterface) }
 	r.ctl, err = controller.New(cfg, r.client, dp, hostAddrs, recorder, obs, log)
 	if err != nil {
 		return err

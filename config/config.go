@@ -1,4 +1,5 @@
-// Package config reads the file given to `kube-ipvs run --config FILE`.
+// Package config holds the settings of `kube-ipvs run` (Options) and reads the file given to
+// `kube-ipvs run --config FILE`.
 //
 // The file is either kube-ipvs's own KubeIPVSConfiguration (apiVersion kube-ipvs.io/v1alpha1),
 // whose fields mirror the run flags one to one, or a kube-proxy KubeProxyConfiguration
@@ -6,13 +7,14 @@
 // mode can point kube-ipvs at the file it already has. Either way the result is a set of flag
 // values, and flags given on the command line win over the file:
 //
+//	var o config.Options
+//	o.AddFlags(fs)
 //	if err := fs.Parse(args); err != nil { ... }
-//	if path != "" {
-//		s, warnings, err := config.Load(path)   // before anything reads the options
-//		if err != nil { ... exit 2 ... }
-//		if err := config.ApplyToFlags(s, fs); err != nil { ... exit 2 ... }
-//		// log the warnings once the logger exists: log-level may come from the file
-//	}
+//	warnings, err := o.ReadConfigFile(fs) // Load and ApplyToFlags, before anything reads o
+//	if err != nil { ... exit 2 ... }
+//	parsed, err := o.Validate()           // the one check, whichever source a value came from
+//	if err != nil { ... exit 2 ... }
+//	// log the warnings once the logger exists: log-level may come from the file
 //
 // Invalid values are errors that name the field path (`ipvs.syncPeriod: "3x" is not a
 // duration`). An unknown field is an error in kube-ipvs's own format (a typo must not pass
@@ -42,8 +44,7 @@ const (
 	KubeProxyKind       = "KubeProxyConfiguration"
 )
 
-// Names of the run flags that only the configuration file feeds so far; `kube-ipvs run` must
-// define them for ApplyToFlags to accept a file that sets them.
+// Names of run flags the configuration file sets; Options.AddFlags defines them.
 const (
 	FlagClusterCIDR   = "cluster-cidr"   // the Pods' CIDR (a dual-stack pair comma-separated)
 	FlagMasqueradeAll = "masquerade-all" // SNAT all traffic to Service addresses

@@ -59,20 +59,8 @@ var kubeProxyFields = map[string]kpNode{
 		"tcpFinTimeout": honour("ipvs-tcpfin-timeout", parseDuration),
 		"udpTimeout":    honour("ipvs-udp-timeout", parseDuration),
 	}},
-	"iptables": {fields: map[string]kpNode{
-		"masqueradeAll":      {apply: (*kubeProxyReader).readMasqueradeAll},
-		"masqueradeBit":      notApplied,
-		"localhostNodePorts": notApplied,
-		"syncPeriod":         notApplied,
-		"minSyncPeriod":      notApplied,
-	}},
-	"nftables": {fields: map[string]kpNode{
-		"masqueradeAll": {apply: (*kubeProxyReader).readMasqueradeAll},
-		"masqueradeBit": notApplied,
-		"syncPeriod":    notApplied,
-		"minSyncPeriod": notApplied,
-		"tableName":     notApplied,
-	}},
+	"iptables": {fields: ruleModeFields("localhostNodePorts")},
+	"nftables": {fields: ruleModeFields("tableName")},
 
 	"featureGates":                {keysAreSettings: true},
 	"bindAddress":                 {unset: []string{"0.0.0.0", "::"}},
@@ -88,6 +76,22 @@ var kubeProxyFields = map[string]kpNode{
 	"portRange":                   notApplied,
 	"logging":                     notApplied,
 	"winkernel":                   notApplied,
+}
+
+// ruleModeFields describes kube-proxy's iptables or nftables section: the fields both have,
+// of which kube-ipvs applies only masqueradeAll (where older versions hold it), plus that
+// mode's own fields, none applied.
+func ruleModeFields(own ...string) map[string]kpNode {
+	fields := map[string]kpNode{
+		"masqueradeAll": {apply: (*kubeProxyReader).readMasqueradeAll},
+		"masqueradeBit": notApplied,
+		"syncPeriod":    notApplied,
+		"minSyncPeriod": notApplied,
+	}
+	for _, name := range own {
+		fields[name] = notApplied
+	}
+	return fields
 }
 
 // kubeProxyReader collects what a KubeProxyConfiguration says.

@@ -3,15 +3,11 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 // A parser checks one field's value and writes it as its flag takes it. path names the field
@@ -88,8 +84,10 @@ func parseDuration(path string, v any) (string, error) {
 
 func parsePositiveDuration(path string, v any) (string, error) {
 	d, err := asDuration(path, v)
-	if err == nil && d == 0 {
-		err = fieldError(path, "%s must be positive", show(v))
+	if err == nil {
+		if bad := checkPositive(d); bad != nil {
+			err = fieldError(path, "%s %v", show(v), bad)
+		}
 	}
 	return d.String(), err
 }
@@ -99,8 +97,8 @@ func parseScheduler(path string, v any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !slices.Contains(proxy.Schedulers(), s) {
-		return "", fieldError(path, "%q is not an IPVS scheduler; use one of %s", s, strings.Join(proxy.Schedulers(), ", "))
+	if err := CheckScheduler(s); err != nil {
+		return "", fieldError(path, "%q is %v", s, err)
 	}
 	return s, nil
 }
@@ -122,11 +120,9 @@ func asList(path string, v any) ([]string, error) {
 	return out, nil
 }
 
-func checkCIDR(path, s string) error {
-	if _, err := netip.ParsePrefix(s); err != nil {
-		return fieldError(path, "%q is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)", s)
-	}
-	return nil
+// indexed names the entries of the list at path in errors: path[i].
+func indexed(path string) func(i int) string {
+	return func(i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 }
 
 func parseCIDRList(path string, v any) (string, error) {
@@ -134,10 +130,8 @@ func parseCIDRList(path string, v any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for i, c := range l {
-		if err := checkCIDR(fmt.Sprintf("%s[%d]", path, i), c); err != nil {
-			return "", err
-		}
+	if _, err := cidrs(l, indexed(path)); err != nil {
+		return "", err
 	}
 	return strings.Join(l, ","), nil
 }
@@ -148,16 +142,8 @@ func parseNodePortAddresses(path string, v any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for i, c := range l {
-		if c == NodePortAddressesPrimary {
-			if len(l) != 1 {
-				return "", fieldError(fmt.Sprintf("%s[%d]", path, i), "%q must be the only entry; it cannot be mixed with CIDRs", c)
-			}
-			continue
-		}
-		if err := checkCIDR(fmt.Sprintf("%s[%d]", path, i), c); err != nil {
-			return "", err
-		}
+	if _, _, err := nodePortAddresses(l, indexed(path)); err != nil {
+		return "", err
 	}
 	return strings.Join(l, ","), nil
 }
@@ -172,9 +158,9 @@ func parseClusterCIDR(path string, v any) (string, error) {
 	var fams []bool
 	for i := range parts {
 		parts[i] = strings.TrimSpace(parts[i])
-		p, err := netip.ParsePrefix(parts[i])
+		p, err := parseCIDR(parts[i])
 		if err != nil {
-			return "", fieldError(path, "%q is not a CIDR (e.g. 10.244.0.0/16, or a dual-stack pair 10.244.0.0/16,fd00:10:244::/56)", parts[i])
+			return "", fieldError(path, "%v; a dual-stack pair is written 10.244.0.0/16,fd00:10:244::/56", err)
 		}
 		fams = append(fams, p.Addr().Is4())
 	}
@@ -190,14 +176,9 @@ func parsePortRange(path string, v any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	lo, hi, ok := strings.Cut(s, "-")
-	l, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
-	h, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
-	if !ok || err1 != nil || err2 != nil || l == 0 {
-		return "", fieldError(path, "%q: want LOW-HIGH with ports 1 to 65535, e.g. 30000-32767", s)
-	}
-	if l > h {
-		return "", fieldError(path, "%q: the low port %d is above the high port %d", s, l, h)
+	l, h, err := portRange(s)
+	if err != nil {
+		return "", fieldError(path, "%q: %v", s, err)
 	}
 	return fmt.Sprintf("%d-%d", l, h), nil
 }
@@ -225,9 +206,8 @@ func parseLogLevel(path string, v any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return "", fieldError(path, "%q is not a log level; use debug, info, warn or error", s)
+	if _, err := parseLevel(s); err != nil {
+		return "", fieldError(path, "%q is %v", s, err)
 	}
 	return s, nil
 }

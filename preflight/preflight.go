@@ -91,7 +91,8 @@ func (r Report) Find(name string) (Row, bool) {
 	return Row{}, false
 }
 
-// ServiceScan is what a look at the cluster's Services found (see ScanServices).
+// ServiceScan is what a look at the cluster's Services found, in plain values: the caller
+// lists the Services and reads them with proxy.ScanServices, the proxy's own rules.
 type ServiceScan struct {
 	// Source says where the Services came from, e.g. "--manifests examples/".
 	Source string

@@ -12,9 +12,6 @@ import (
 	"syscall"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/modules"
 )
@@ -221,32 +218,12 @@ func TestModuleNotShippedNamesThePackage(t *testing.T) {
 	}
 }
 
-func svc(ns, name, sched string) corev1.Service {
-	s := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.1"}}
-	if sched != "" {
-		s.Annotations = map[string]string{"kube-ipvs.io/scheduler": sched}
-	}
-	return s
-}
-
 func TestAnnotationSchedulers(t *testing.T) {
-	headless := svc("a", "headless", "lc")
-	headless.Spec.ClusterIP = corev1.ClusterIPNone
-	other := svc("a", "other", "dh")
-	other.Labels = map[string]string{"service.kubernetes.io/service-proxy-name": "x"}
-	scan := ScanServices("--manifests m/", []corev1.Service{
-		svc("a", "web", "SH"), svc("b", "api", " sh "), svc("a", "db", "mh"), svc("a", "rr", "rr"),
-		svc("a", "plain", ""), svc("a", "typo", "roundrobin"), headless, other,
-	})
-	if scan.Services != 6 {
-		t.Errorf("counted %d Services, want 6 (headless and another proxy's are not ours)", scan.Services)
-	}
-	if got := scan.Schedulers["sh"]; !slices.Equal(got, []string{"a/web", "b/api"}) {
-		t.Errorf("sh named by %v", got)
-	}
-	if _, ok := scan.Schedulers["lc"]; ok {
-		t.Error("a headless Service's annotation was counted")
-	}
+	// What proxy.ScanServices reads from six Services of ours (plus a headless one and
+	// another proxy's) naming schedulers; proxy's tests check that reading.
+	scan := &ServiceScan{Source: "--manifests m/", Services: 6,
+		Schedulers: map[string][]string{"sh": {"a/web", "b/api"}, "mh": {"a/db"}, "rr": {"a/rr"}},
+		Invalid:    []string{`a/typo: "roundrobin"`}}
 
 	f := NewFake()
 	f.LoadAll()

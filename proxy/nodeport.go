@@ -13,9 +13,9 @@ import (
 // host address except loopback and link-local (169.254.0.0/16, fe80::/10), which are not
 // reachable from other nodes.
 //
-// hostAddrs must not hold kube-ipvs0's addresses (nodeaddr.List skips that link): they are
-// Service VIPs, and a NodePort on a ClusterIP would expose the Service on an address it was
-// never meant to answer at. An address that is on kube-ipvs0 and on another interface is
+// hostAddrs must not hold kube-ipvs0's addresses (dummyif.NodeAddresses skips that link):
+// they are Service VIPs, and a NodePort on a ClusterIP would expose the Service on an
+// address it was never meant to answer at. An address that is on kube-ipvs0 and on another interface is
 // the node's own, and keeps its NodePorts.
 func NodePortAddresses(cidrs []netip.Prefix, hostAddrs []netip.Addr) []netip.Addr {
 	prefixes := make([]netip.Prefix, 0, len(cidrs))

@@ -46,13 +46,9 @@ func scheduler(svc *v1.Service, cfg *Config, probs *problems) string {
 	if def == "" {
 		def = builtinDefaultScheduler
 	}
-	raw, ok := svc.Annotations[AnnotationScheduler]
-	if !ok {
-		return def
-	}
-	name := strings.ToLower(strings.TrimSpace(raw))
+	raw, name, ok := annotatedScheduler(svc)
 	switch {
-	case name == "":
+	case !ok:
 		return def
 	case cfg.NoSchedulers:
 		probs.add(ReasonSchedulerIgnored, "annotation %s %s has no effect: this node runs the iptables fallback proxier, which balances randomly",
@@ -68,6 +64,15 @@ func scheduler(svc *v1.Service, cfg *Config, probs *problems) string {
 		return def
 	}
 	return name
+}
+
+// annotatedScheduler reads svc's scheduler annotation: raw as written, name as it is
+// matched (trimmed, lower case). ok is false when the annotation is absent or blank, which
+// means the default scheduler.
+func annotatedScheduler(svc *v1.Service) (raw, name string, ok bool) {
+	raw = svc.Annotations[AnnotationScheduler]
+	name = strings.ToLower(strings.TrimSpace(raw))
+	return raw, name, name != ""
 }
 
 // schedulerFlagBits returns the flag bits the scheduler-flags annotation asks for, checked

@@ -14,9 +14,9 @@ import (
 // newDataplane opens the kernel state of the chosen mode in the current network namespace.
 // The scale bench (package bench) builds its IPVS mode with the same ipvsmode.New.
 func newDataplane(o runOptions, mode string, log *slog.Logger) (dataplane.Dataplane, error) {
-	backend := iptables.Backend(o.iptablesBackend)
+	backend := iptables.Backend(o.IPTablesBackend)
 	if mode == modeIPVS {
-		dp, err := ipvsmode.New(o.ipvsMode, o.dummyInterface, o.drainTimeout, backend, conntrack.Cleaner{}, log)
+		dp, err := ipvsmode.New(o.ipvsMode, o.DummyInterface, o.DrainTimeout, backend, conntrack.Cleaner{}, log)
 		if err != nil {
 			return nil, fmt.Errorf("IPVS mode: %w (is the ip_vs kernel module loaded?)", err)
 		}

@@ -5,10 +5,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
+
+	"github.com/spf13/pflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -54,6 +57,23 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return c.run(args[1:], stdout, stderr)
+}
+
+// parseArgs parses a subcommand's arguments into fs; no subcommand takes positional ones.
+// When the command must not go on, ok is false and code is its exit code: 0 after --help
+// (fs.Usage has printed the help), 2 on a usage error (pflag or parseArgs has printed it).
+func parseArgs(fs *pflag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kube-ipvs %s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return 2, false
+	}
+	return 0, true
 }
 
 func usage(w io.Writer, cmds map[string]command) {

@@ -10,29 +10,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kube-ipvs/kube-ipvs/config"
 	"github.com/kube-ipvs/kube-ipvs/preflight"
 )
 
 // Proxy modes of --mode.
 const (
-	modeAuto     = "auto"
-	modeIPVS     = "ipvs"
-	modeIPTables = "iptables"
+	modeAuto     = config.ModeAuto
+	modeIPVS     = config.ModeIPVS
+	modeIPTables = config.ModeIPTables
 )
 
 // chooseMode decides the proxy mode. auto and ipvs run the preflight (which loads missing
 // modules); auto falls back to iptables when IPVS cannot work and says so loudly; ipvs
 // refuses to run without it, printing the preflight table.
 func chooseMode(ctx context.Context, o runOptions, stderr io.Writer, log *slog.Logger) (string, []preflight.Row, error) {
-	if o.mode == modeIPTables {
+	if o.Mode == modeIPTables {
 		log.Warn("running the iptables proxier because --mode=iptables: IPVS schedulers, graceful termination and constant-size rules are off")
 		return modeIPTables, nil, nil
 	}
-	usable, rep := preflight.Check(ctx, preflight.Options{DefaultScheduler: o.scheduler, StrictARP: o.strictARP})
+	usable, rep := preflight.Check(ctx, preflight.Options{DefaultScheduler: o.Scheduler, StrictARP: o.StrictARP})
 	if usable {
 		return modeIPVS, nil, nil
 	}
-	if o.mode == modeIPVS {
+	if o.Mode == modeIPVS {
 		_ = rep.WriteTable(stderr)
 		return "", nil, fmt.Errorf("--mode=ipvs, but IPVS cannot run on this node (the preflight table above says why)")
 	}

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kube-ipvs/kube-ipvs/config"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/preflight"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
@@ -65,18 +64,11 @@ func preflightMain(args []string, stdout, stderr io.Writer, deps *preflight.Deps
 			"internal error. Suitable for an init container.\n\nFlags:\n%s",
 			preflight.ProbeVSAddress, fs.FlagUsages())
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseArgs(fs, args, stderr); !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kube-ipvs preflight: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	if !slices.Contains(proxy.Schedulers(), o.scheduler) {
-		fmt.Fprintf(stderr, "kube-ipvs preflight: --scheduler=%q: not an IPVS scheduler; use one of %s\n", o.scheduler, strings.Join(proxy.Schedulers(), ", "))
+	if err := config.CheckScheduler(o.scheduler); err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs preflight: --scheduler=%q: %v\n", o.scheduler, err)
 		return 2
 	}
 	if o.output != "table" && o.output != "json" {
@@ -130,7 +122,7 @@ func scanServices(ctx context.Context, o preflightOptions) (*preflight.ServiceSc
 				svcs = append(svcs, *s)
 			}
 		}
-		scan := preflight.ScanServices("--manifests "+o.manifests, svcs)
+		scan := serviceScan("--manifests "+o.manifests, svcs)
 		scan.Partial = err // the valid documents still count; the broken ones are named
 		return scan, nil
 	case o.kubeconfig != "":
@@ -149,7 +141,14 @@ func scanServices(ctx context.Context, o preflightOptions) (*preflight.ServiceSc
 		if err != nil {
 			return &preflight.ServiceScan{Source: source, Err: err}, nil
 		}
-		return preflight.ScanServices(source, list.Items), nil
+		return serviceScan(source, list.Items), nil
 	}
 	return nil, nil
+}
+
+// serviceScan reads the Services with the proxy's own rules (which it handles, which
+// schedulers they name) into the plain values the preflight checks.
+func serviceScan(source string, svcs []corev1.Service) *preflight.ServiceScan {
+	s := proxy.ScanServices(svcs)
+	return &preflight.ServiceScan{Source: source, Services: s.Handled, Schedulers: s.Schedulers, Invalid: s.Invalid}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,10 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -28,71 +25,25 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/config"
 	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
-	"github.com/kube-ipvs/kube-ipvs/nodeaddr"
-	"github.com/kube-ipvs/kube-ipvs/proxy"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
-// runOptions are the flags of `kube-ipvs run`.
+// runOptions are the flags of `kube-ipvs run` and what controllerConfig derives from them.
 type runOptions struct {
-	kubeconfig        string
-	manifests         string
-	hostname          string
-	scheduler         string
-	syncPeriod        time.Duration
-	minSyncPeriod     time.Duration
-	nodePortAddresses []string
-	nodePortRange     string
-	dummyInterface    string
-	once              bool
-	logLevel          string
-	drainTimeout      time.Duration
-	tcpTimeout        time.Duration
-	tcpFinTimeout     time.Duration
-	udpTimeout        time.Duration
-	strictARP         bool
-	ipvsMode          ipvsmode.Config // derived from the flags by controllerConfig
-	healthzAddress    string
-	metricsAddress    string
-	clusterCIDRs      []string
-	excludeCIDRs      []string
-	configFile        string
-	masqueradeAll     bool
-	iptablesBackend   string
-	mode              string
+	config.Options
+	ipvsMode ipvsmode.Config // derived from the flags by controllerConfig
+	logLevel slog.Level      // derived from --log-level by controllerConfig
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	fs.SortFlags = false
-	fs.StringVar(&o.configFile, "config", "", "a KubeIPVSConfiguration or kube-proxy KubeProxyConfiguration file; flags given on the command line override it")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: none, which means the in-cluster configuration)")
-	fs.StringVar(&o.manifests, "manifests", "", "run without a cluster: read Service, EndpointSlice and Node objects from this YAML/JSON file or folder, re-read on SIGHUP (default: none, watch the API server)")
-	fs.StringVar(&o.hostname, "hostname-override", "", "this node's name, as in its Node object and endpoints' nodeName (default: the host name)")
-	fs.StringVar(&o.scheduler, "scheduler", "rr", "default IPVS scheduler for Services without the "+proxy.AnnotationScheduler+" annotation: "+strings.Join(proxy.Schedulers(), ", "))
-	fs.DurationVar(&o.syncPeriod, "sync-period", 30*time.Second, "how often the kernel state is compared with the desired state and repaired")
-	fs.DurationVar(&o.minSyncPeriod, "min-sync-period", time.Second, "shortest time between two syncs; changes arriving faster are applied together")
-	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", nil, "CIDRs whose node addresses get NodePort virtual servers, comma-separated, or \"primary\" for the Node object's InternalIPs (default: every address except loopback, link-local and the dummy interface's)")
-	fs.StringVar(&o.nodePortRange, "service-node-port-range", "30000-32767", "the cluster's NodePort range; NodePort virtual servers on node IPs inside it are the proxy's own")
-	fs.StringVar(&o.dummyInterface, "dummy-interface", "kube-ipvs0", "the dummy interface that holds the Service addresses")
-	fs.DurationVar(&o.drainTimeout, "graceful-termination-timeout", 30*time.Second, "how long a removed TCP endpoint keeps its open connections at weight 0 before it is deleted (0: delete at once)")
-	fs.DurationVar(&o.tcpTimeout, "ipvs-tcp-timeout", 0, "IPVS timeout of idle established TCP connections, as ipvsadm --set (0: leave the kernel's)")
-	fs.DurationVar(&o.tcpFinTimeout, "ipvs-tcpfin-timeout", 0, "IPVS timeout of TCP connections after a FIN, as ipvsadm --set (0: leave the kernel's)")
-	fs.DurationVar(&o.udpTimeout, "ipvs-udp-timeout", 0, "IPVS timeout of UDP flows, as ipvsadm --set (0: leave the kernel's)")
-	fs.BoolVar(&o.strictARP, "strict-arp", false, "set arp_ignore=1 and arp_announce=2 so the node never answers ARP for Service VIPs (needed by MetalLB)")
-	fs.StringSliceVar(&o.clusterCIDRs, "cluster-cidr", nil, "the pod networks, comma-separated (any families): traffic to a ClusterIP from outside them is masqueraded")
-	fs.StringSliceVar(&o.excludeCIDRs, "exclude-cidrs", nil, "CIDRs whose virtual servers the proxy never deletes when it cleans up, comma-separated (kube-proxy's ipvs.excludeCIDRs)")
-	fs.BoolVar(&o.masqueradeAll, "masquerade-all", false, "masquerade every connection to a ClusterIP")
-	fs.StringVar(&o.iptablesBackend, "iptables-backend", "", "iptables backend for the project's rules: legacy or nft (default: detect the one the node uses)")
-	fs.StringVar(&o.mode, "mode", modeAuto, "proxy mode: auto (IPVS when the preflight passes, else the iptables proxier, loudly), ipvs (refuse to run without IPVS) or iptables")
-	fs.StringVar(&o.healthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
-	fs.StringVar(&o.metricsAddress, "metrics-bind-address", metrics.DefaultAddress, "address of the Prometheus /metrics server (empty: none)")
-	fs.BoolVar(&o.once, "once", false, "sync once, then exit 0 on success or 1 on failure")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	o.AddFlags(fs)
 	documentZeroDefaults(fs)
 	return fs
 }
@@ -119,41 +70,22 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, "Usage: kube-ipvs run [flags]\n\nRuns the service proxy: watches Services, EndpointSlices and this Node and programs IPVS.\n\nFlags:\n%s", fs.FlagUsages())
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseArgs(fs, args, stderr); !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kube-ipvs run: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	var warnings []string
-	if o.configFile != "" {
-		settings, w, err := config.Load(o.configFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "kube-ipvs run: --config %s: %v\n", o.configFile, err)
-			return 2
-		}
-		warnings = w
-		if err := config.ApplyToFlags(settings, fs); err != nil {
-			fmt.Fprintf(stderr, "kube-ipvs run: --config %s: %v\n", o.configFile, err)
-			return 2
-		}
-	}
-	log, err := newLogger(stderr, o.logLevel)
+	warnings, err := o.ReadConfigFile(fs)
 	if err != nil {
-		fmt.Fprintf(stderr, "kube-ipvs run: %v\n", err)
+		fmt.Fprintf(stderr, "kube-ipvs run: --config %s: %v\n", o.ConfigFile, err)
 		return 2
-	}
-	for _, w := range warnings {
-		log.Warn("config file", "file", o.configFile, "warning", w)
 	}
 	cfg, err := o.controllerConfig()
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-ipvs run: %v\n", err)
 		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	for _, w := range warnings {
+		log.Warn("config file", "file", o.ConfigFile, "warning", w)
 	}
 	if err := serve(o, cfg, stderr, log); err != nil {
 		log.Error("kube-ipvs stopped", "err", err)
@@ -162,20 +94,20 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %v", err)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
+// controllerConfig validates the options and derives the controller's and the IPVS mode's
+// configuration from them.
 func (o *runOptions) controllerConfig() (controller.Config, error) {
+	p, err := o.Validate()
+	if err != nil {
+		return controller.Config{}, err
+	}
 	cfg := controller.Config{
-		NodeName:         o.hostname,
-		DefaultScheduler: o.scheduler,
-		SyncPeriod:       o.syncPeriod,
-		MinSyncPeriod:    o.minSyncPeriod,
+		NodeName:          o.HostnameOverride,
+		DefaultScheduler:  o.Scheduler,
+		SyncPeriod:        o.SyncPeriod,
+		MinSyncPeriod:     o.MinSyncPeriod,
+		NodePortPrimary:   p.NodePortPrimary,
+		NodePortAddresses: p.NodePortAddresses,
 	}
 	if cfg.NodeName == "" {
 		h, err := os.Hostname()
@@ -184,66 +116,16 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 		}
 		cfg.NodeName = strings.ToLower(h)
 	}
-	if !slices.Contains(proxy.Schedulers(), o.scheduler) {
-		return cfg, fmt.Errorf("--scheduler=%q: not an IPVS scheduler; use one of %s", o.scheduler, strings.Join(proxy.Schedulers(), ", "))
-	}
-	if o.syncPeriod <= 0 {
-		return cfg, fmt.Errorf("--sync-period=%s: must be positive", o.syncPeriod)
-	}
-	if o.minSyncPeriod < 0 || o.minSyncPeriod > o.syncPeriod {
-		return cfg, fmt.Errorf("--min-sync-period=%s: must be between 0 and --sync-period", o.minSyncPeriod)
-	}
-	for _, c := range o.nodePortAddresses {
-		if strings.TrimSpace(c) == config.NodePortAddressesPrimary {
-			if len(o.nodePortAddresses) > 1 {
-				return cfg, fmt.Errorf("--nodeport-addresses: %q cannot be combined with CIDRs", c)
-			}
-			cfg.NodePortPrimary = true
-			continue
-		}
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return cfg, fmt.Errorf("--nodeport-addresses: %q is not a CIDR: %v", c, err)
-		}
-		cfg.NodePortAddresses = append(cfg.NodePortAddresses, p.Masked())
-	}
-	for _, c := range o.excludeCIDRs {
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return cfg, fmt.Errorf("--exclude-cidrs: %q is not a CIDR: %v", c, err)
-		}
-		o.ipvsMode.ExcludeCIDRs = append(o.ipvsMode.ExcludeCIDRs, p.Masked())
-	}
-	for _, c := range o.clusterCIDRs {
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return cfg, fmt.Errorf("--cluster-cidr: %q is not a CIDR: %v", c, err)
-		}
-		o.ipvsMode.Firewall.ClusterCIDRs = append(o.ipvsMode.Firewall.ClusterCIDRs, p.Masked())
-	}
-	o.ipvsMode.Firewall.MasqueradeAll = o.masqueradeAll
+	o.logLevel = p.LogLevel
+	o.ipvsMode.ExcludeCIDRs = p.ExcludeCIDRs
+	o.ipvsMode.Firewall.ClusterCIDRs = p.ClusterCIDRs
+	o.ipvsMode.Firewall.MasqueradeAll = o.MasqueradeAll
 	// IPv4 always; IPv6 where the kernel has it, or ip6tables and IPv6 sets would fail on
 	// every sync of an IPv4-only node.
 	o.ipvsMode.Firewall.IPv4 = true
-	_, err := os.Stat("/proc/sys/net/ipv6/conf/all")
+	_, err = os.Stat("/proc/sys/net/ipv6/conf/all")
 	o.ipvsMode.Firewall.IPv6 = err == nil
-	switch o.mode {
-	case modeAuto, modeIPVS, modeIPTables:
-	default:
-		return cfg, fmt.Errorf("--mode=%q: use auto, ipvs or iptables", o.mode)
-	}
-	switch o.iptablesBackend {
-	case "", "legacy", "nft":
-	default:
-		return cfg, fmt.Errorf("--iptables-backend=%q: use legacy or nft, or leave it empty to detect", o.iptablesBackend)
-	}
-	lo, hi, ok := strings.Cut(o.nodePortRange, "-")
-	l, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
-	h, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
-	if !ok || err1 != nil || err2 != nil || l == 0 || l > h {
-		return cfg, fmt.Errorf("--service-node-port-range=%q: want LOW-HIGH, e.g. 30000-32767", o.nodePortRange)
-	}
-	o.ipvsMode.NodePortMin, o.ipvsMode.NodePortMax = uint16(l), uint16(h)
+	o.ipvsMode.NodePortMin, o.ipvsMode.NodePortMax = p.NodePortMin, p.NodePortMax
 	return cfg, nil
 }
 
@@ -280,9 +162,9 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		nodeFallbackEvent(recorder, cfg.NodeName, blocking)
 	}
 
-	hostAddrs := func() ([]netip.Addr, error) { return nodeaddr.List(o.dummyInterface) }
+	hostAddrs := func() ([]netip.Addr, error) { return dummyif.NodeAddresses(o.DummyInterface) }
 	obs := controller.Observers{}
-	if !o.once {
+	if !o.Once {
 		obs.Metrics = metrics.New()
 		obs.Metrics.SetProxyMode(mode)
 		obs.ProxyHealth = healthcheck.NewProxyHealth(cfg.SyncPeriod)
@@ -293,7 +175,7 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	if o.once {
+	if o.Once {
 		return ctl.SyncOnce(ctx)
 	}
 	if mode == modeIPVS {
@@ -301,13 +183,13 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 			return err
 		}
 	}
-	serveHTTP(ctx, "metrics", o.metricsAddress, obs.Metrics.Serve, log)
-	serveHTTP(ctx, "health", o.healthzAddress, obs.ProxyHealth.Serve, log)
+	serveHTTP(ctx, "metrics", o.MetricsAddress, obs.Metrics.Serve, log)
+	serveHTTP(ctx, "health", o.HealthzAddress, obs.ProxyHealth.Serve, log)
 	if reload != nil {
 		go reloadOnHUP(ctx, reload, log)
 	}
 	log.Info("kube-ipvs started", "mode", mode, "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
-		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.manifests)
+		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.Manifests)
 	return ctl.Run(ctx)
 }
 
@@ -348,7 +230,7 @@ func applyKernelSettings(o runOptions, mode string, log *slog.Logger) {
 	if unix.Uname(&uts) == nil {
 		release = unix.ByteSliceToString(uts.Release[:])
 	}
-	settings := sysctl.ForProxy(release, sysctl.Options{StrictARP: o.strictARP})
+	settings := sysctl.ForProxy(release, sysctl.Options{StrictARP: o.StrictARP})
 	if mode != modeIPVS {
 		// Without ip_vs there is no net.ipv4.vs.* to set.
 		settings = slices.DeleteFunc(settings, func(s sysctl.Setting) bool { return strings.HasPrefix(s.Name, "net.ipv4.vs.") })
@@ -363,18 +245,18 @@ func applyKernelSettings(o runOptions, mode string, log *slog.Logger) {
 	if mode != modeIPVS {
 		return
 	}
-	if set, err := ipvs.SetTimeouts(ipvs.Timeouts{TCP: o.tcpTimeout, TCPFin: o.tcpFinTimeout, UDP: o.udpTimeout}); err != nil {
+	if set, err := ipvs.SetTimeouts(ipvs.Timeouts{TCP: o.TCPTimeout, TCPFin: o.TCPFinTimeout, UDP: o.UDPTimeout}); err != nil {
 		log.Error("setting IPVS timeouts failed", "err", err)
 	} else if set {
-		log.Info("IPVS timeouts set", "tcp", o.tcpTimeout, "tcpfin", o.tcpFinTimeout, "udp", o.udpTimeout)
+		log.Info("IPVS timeouts set", "tcp", o.TCPTimeout, "tcpfin", o.TCPFinTimeout, "udp", o.UDPTimeout)
 	}
 }
 
 // newSource returns the clientset the informers read: a real API server's, or a fake one
 // filled from --manifests (with a function that re-reads them).
 func newSource(ctx context.Context, o runOptions, log *slog.Logger) (kubernetes.Interface, func(), error) {
-	if o.manifests == "" {
-		rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if o.Manifests == "" {
+		rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 		if err != nil {
 			return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 		}
@@ -385,19 +267,19 @@ func newSource(ctx context.Context, o runOptions, log *slog.Logger) (kubernetes.
 	cs := fake.NewClientset()
 	var current manifests.Objects
 	load := func() {
-		objs, err := manifests.Load(o.manifests)
+		objs, err := manifests.Load(o.Manifests)
 		if err != nil {
 			// Bad documents are named; everything that parsed still applies.
-			log.Error("manifests have errors; the valid objects are applied", "path", o.manifests, "err", err)
+			log.Error("manifests have errors; the valid objects are applied", "path", o.Manifests, "err", err)
 		}
 		if objs == nil {
 			return
 		}
 		if err := manifests.Sync(ctx, cs, current, objs); err != nil {
-			log.Error("applying manifests", "path", o.manifests, "err", err)
+			log.Error("applying manifests", "path", o.Manifests, "err", err)
 		}
 		current = objs
-		log.Info("manifests loaded", "path", o.manifests, "objects", len(objs))
+		log.Info("manifests loaded", "path", o.Manifests, "objects", len(objs))
 	}
 	load()
 	return cs, load, nil

@@ -105,8 +105,8 @@ func TestConfigFileWithFlagsOverriding(t *testing.T) {
 	if err := config.ApplyToFlags(s, fs); err != nil {
 		t.Fatal(err)
 	}
-	if o.scheduler != "lc" || o.syncPeriod != 10*time.Second || !o.strictARP || len(o.clusterCIDRs) != 1 {
-		t.Errorf("after the file and flags: scheduler %s sync %s strictARP %v cluster %v", o.scheduler, o.syncPeriod, o.strictARP, o.clusterCIDRs)
+	if o.Scheduler != "lc" || o.SyncPeriod != 10*time.Second || !o.StrictARP || len(o.ClusterCIDRs) != 1 {
+		t.Errorf("after the file and flags: scheduler %s sync %s strictARP %v cluster %v", o.Scheduler, o.SyncPeriod, o.StrictARP, o.ClusterCIDRs)
 	}
 	var out, errb bytes.Buffer
 	os.WriteFile(file, []byte("apiVersion: kube-ipvs.io/v1alpha1\nkind: KubeIPVSConfiguration\nsyncPeriod: 3x\n"), 0o644)

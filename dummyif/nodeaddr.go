@@ -1,6 +1,4 @@
-// Package nodeaddr lists the node's own IP addresses, the candidates for NodePort virtual
-// servers (package proxy filters them by --nodeport-addresses).
-package nodeaddr
+package dummyif
 
 import (
 	"errors"
@@ -10,11 +8,12 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// List returns every address configured on any interface of the current network namespace,
-// except those on the link named skipLink (the dummy interface that holds Service VIPs:
-// they are not node IPs, and a restarted proxy must not mistake them for node IPs before it
-// has read the dummy interface).
-func List(skipLink string) ([]netip.Addr, error) {
+// NodeAddresses lists the node's own IP addresses, the candidates for NodePort virtual
+// servers (package proxy filters them by --nodeport-addresses): every address configured on
+// any interface of the current network namespace, except those on the link named skipLink
+// (the dummy interface that holds Service VIPs: they are not node IPs, and a restarted proxy
+// must not mistake them for node IPs before it has read the dummy interface).
+func NodeAddresses(skipLink string) ([]netip.Addr, error) {
 	skip := -1
 	if skipLink != "" {
 		l, err := netlink.LinkByName(skipLink)

@@ -1,0 +1,96 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kube-ipvs/kube-ipvs/healthcheck"
+	"github.com/kube-ipvs/kube-ipvs/metrics"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
+)
+
+// The proxy modes of --mode.
+const (
+	ModeAuto     = "auto"     // IPVS when the preflight passes, else the iptables proxier
+	ModeIPVS     = "ipvs"     // refuse to run without IPVS
+	ModeIPTables = "iptables" // the iptables proxier
+)
+
+// Options are the settings of `kube-ipvs run`. AddFlags binds every field to its flag, and
+// ReadConfigFile fills the ones the command line left unset from the --config file, through
+// the same flags; Validate then checks the result once, whichever source a value came from.
+type Options struct {
+	ConfigFile        string
+	Kubeconfig        string
+	Manifests         string
+	HostnameOverride  string
+	Scheduler         string
+	SyncPeriod        time.Duration
+	MinSyncPeriod     time.Duration
+	NodePortAddresses []string
+	NodePortRange     string
+	DummyInterface    string
+	Once              bool
+	LogLevel          string
+	// DrainTimeout is --graceful-termination-timeout.
+	DrainTimeout    time.Duration
+	TCPTimeout      time.Duration
+	TCPFinTimeout   time.Duration
+	UDPTimeout      time.Duration
+	StrictARP       bool
+	HealthzAddress  string
+	MetricsAddress  string
+	ClusterCIDRs    []string
+	ExcludeCIDRs    []string
+	MasqueradeAll   bool
+	IPTablesBackend string
+	Mode            string
+}
+
+// AddFlags defines the run flags on fs, bound to o, with their defaults and help texts.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ConfigFile, "config", "", "a KubeIPVSConfiguration or kube-proxy KubeProxyConfiguration file; flags given on the command line override it")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: none, which means the in-cluster configuration)")
+	fs.StringVar(&o.Manifests, "manifests", "", "run without a cluster: read Service, EndpointSlice and Node objects from this YAML/JSON file or folder, re-read on SIGHUP (default: none, watch the API server)")
+	fs.StringVar(&o.HostnameOverride, "hostname-override", "", "this node's name, as in its Node object and endpoints' nodeName (default: the host name)")
+	fs.StringVar(&o.Scheduler, "scheduler", "rr", "default IPVS scheduler for Services without the "+proxy.AnnotationScheduler+" annotation: "+strings.Join(proxy.Schedulers(), ", "))
+	fs.DurationVar(&o.SyncPeriod, "sync-period", 30*time.Second, "how often the kernel state is compared with the desired state and repaired")
+	fs.DurationVar(&o.MinSyncPeriod, "min-sync-period", time.Second, "shortest time between two syncs; changes arriving faster are applied together")
+	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", nil, "CIDRs whose node addresses get NodePort virtual servers, comma-separated, or \"primary\" for the Node object's InternalIPs (default: every address except loopback, link-local and the dummy interface's)")
+	fs.StringVar(&o.NodePortRange, "service-node-port-range", "30000-32767", "the cluster's NodePort range; NodePort virtual servers on node IPs inside it are the proxy's own")
+	fs.StringVar(&o.DummyInterface, "dummy-interface", "kube-ipvs0", "the dummy interface that holds the Service addresses")
+	fs.DurationVar(&o.DrainTimeout, "graceful-termination-timeout", 30*time.Second, "how long a removed TCP endpoint keeps its open connections at weight 0 before it is deleted (0: delete at once)")
+	fs.DurationVar(&o.TCPTimeout, "ipvs-tcp-timeout", 0, "IPVS timeout of idle established TCP connections, as ipvsadm --set (0: leave the kernel's)")
+	fs.DurationVar(&o.TCPFinTimeout, "ipvs-tcpfin-timeout", 0, "IPVS timeout of TCP connections after a FIN, as ipvsadm --set (0: leave the kernel's)")
+	fs.DurationVar(&o.UDPTimeout, "ipvs-udp-timeout", 0, "IPVS timeout of UDP flows, as ipvsadm --set (0: leave the kernel's)")
+	fs.BoolVar(&o.StrictARP, "strict-arp", false, "set arp_ignore=1 and arp_announce=2 so the node never answers ARP for Service VIPs (needed by MetalLB)")
+	fs.StringSliceVar(&o.ClusterCIDRs, FlagClusterCIDR, nil, "the pod networks, comma-separated (any families): traffic to a ClusterIP from outside them is masqueraded")
+	fs.StringSliceVar(&o.ExcludeCIDRs, FlagExcludeCIDRs, nil, "CIDRs whose virtual servers the proxy never deletes when it cleans up, comma-separated (kube-proxy's ipvs.excludeCIDRs)")
+	fs.BoolVar(&o.MasqueradeAll, FlagMasqueradeAll, false, "masquerade every connection to a ClusterIP")
+	fs.StringVar(&o.IPTablesBackend, "iptables-backend", "", "iptables backend for the project's rules: legacy or nft (default: detect the one the node uses)")
+	fs.StringVar(&o.Mode, "mode", ModeAuto, "proxy mode: auto (IPVS when the preflight passes, else the iptables proxier, loudly), ipvs (refuse to run without IPVS) or iptables")
+	fs.StringVar(&o.HealthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", metrics.DefaultAddress, "address of the Prometheus /metrics server (empty: none)")
+	fs.BoolVar(&o.Once, "once", false, "sync once, then exit 0 on success or 1 on failure")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// ReadConfigFile fills o from the file --config names, if any: every setting the file gives
+// goes to its flag on fs (the one AddFlags bound to o) unless the command line set that flag,
+// so the command line wins. Call it after fs.Parse. It returns the file's warnings, meant for
+// the log once the logger exists (--log-level may come from the file).
+func (o *Options) ReadConfigFile(fs *pflag.FlagSet) ([]string, error) {
+	if o.ConfigFile == "" {
+		return nil, nil
+	}
+	settings, warnings, err := Load(o.ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := ApplyToFlags(settings, fs); err != nil {
+		return nil, err
+	}
+	return warnings, nil
+}

@@ -1,0 +1,154 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/proxy"
+)
+
+// Parsed holds what Validate read out of the options, in the types the proxy uses.
+type Parsed struct {
+	LogLevel slog.Level
+	// NodePortPrimary is --nodeport-addresses=primary; else NodePortAddresses holds the
+	// CIDRs (masked), none meaning every usable node address.
+	NodePortPrimary   bool
+	NodePortAddresses []netip.Prefix
+	ExcludeCIDRs      []netip.Prefix // masked
+	ClusterCIDRs      []netip.Prefix // masked
+	// NodePortMin and NodePortMax are the bounds of --service-node-port-range.
+	NodePortMin, NodePortMax uint16
+}
+
+// Validate checks the options, naming the flag of the first bad one, and returns their
+// parsed values. It is the one check of the run settings, whether they came from the
+// command line or from the configuration file; the file reader applies the same rules to
+// each field, only to name the field in its errors.
+func (o *Options) Validate() (Parsed, error) {
+	var p Parsed
+	var err error
+	if p.LogLevel, err = parseLevel(o.LogLevel); err != nil {
+		return p, fmt.Errorf("--log-level=%q: %v", o.LogLevel, err)
+	}
+	if err := CheckScheduler(o.Scheduler); err != nil {
+		return p, fmt.Errorf("--scheduler=%q: %v", o.Scheduler, err)
+	}
+	if err := checkPositive(o.SyncPeriod); err != nil {
+		return p, fmt.Errorf("--sync-period=%s: %v", o.SyncPeriod, err)
+	}
+	if o.MinSyncPeriod < 0 || o.MinSyncPeriod > o.SyncPeriod {
+		return p, fmt.Errorf("--min-sync-period=%s: must be between 0 and --sync-period", o.MinSyncPeriod)
+	}
+	flagName := func(name string) func(int) string { return func(int) string { return "--" + name } }
+	if p.NodePortPrimary, p.NodePortAddresses, err = nodePortAddresses(o.NodePortAddresses, flagName("nodeport-addresses")); err != nil {
+		return p, err
+	}
+	if p.ExcludeCIDRs, err = cidrs(o.ExcludeCIDRs, flagName(FlagExcludeCIDRs)); err != nil {
+		return p, err
+	}
+	if p.ClusterCIDRs, err = cidrs(o.ClusterCIDRs, flagName(FlagClusterCIDR)); err != nil {
+		return p, err
+	}
+	switch o.Mode {
+	case ModeAuto, ModeIPVS, ModeIPTables:
+	default:
+		return p, fmt.Errorf("--mode=%q: use auto, ipvs or iptables", o.Mode)
+	}
+	switch o.IPTablesBackend {
+	case "", "legacy", "nft":
+	default:
+		return p, fmt.Errorf("--iptables-backend=%q: use legacy or nft, or leave it empty to detect", o.IPTablesBackend)
+	}
+	if p.NodePortMin, p.NodePortMax, err = portRange(o.NodePortRange); err != nil {
+		return p, fmt.Errorf("--service-node-port-range=%q: %v", o.NodePortRange, err)
+	}
+	return p, nil
+}
+
+// The rules below are each written once: Validate applies them to the options, the file
+// reader (values.go) to the file's fields. Their errors say what is wrong with the value;
+// the caller says where it was.
+
+// CheckScheduler accepts the IPVS schedulers a Service or --scheduler may name.
+func CheckScheduler(name string) error {
+	if !slices.Contains(proxy.Schedulers(), name) {
+		return fmt.Errorf("not an IPVS scheduler; use one of %s", strings.Join(proxy.Schedulers(), ", "))
+	}
+	return nil
+}
+
+func checkPositive(d time.Duration) error {
+	if d <= 0 {
+		return errors.New("must be positive")
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, errors.New("not a log level; use debug, info, warn or error")
+	}
+	return l, nil
+}
+
+func parseCIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
+	if err != nil {
+		return p, fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)", s)
+	}
+	return p, nil
+}
+
+// cidrs reads a list of CIDRs, masked. where(i) names entry i in an error.
+func cidrs(l []string, where func(i int) string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, c := range l {
+		p, err := parseCIDR(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", where(i), err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// nodePortAddresses reads CIDRs (masked), or kube-proxy's single special value "primary".
+// where(i) names entry i in an error.
+func nodePortAddresses(l []string, where func(i int) string) (primary bool, out []netip.Prefix, err error) {
+	for i, c := range l {
+		if strings.TrimSpace(c) == NodePortAddressesPrimary {
+			if len(l) != 1 {
+				return false, nil, fmt.Errorf("%s: %q must be the only entry; it cannot be mixed with CIDRs", where(i), c)
+			}
+			primary = true
+			continue
+		}
+		p, err := parseCIDR(c)
+		if err != nil {
+			return false, nil, fmt.Errorf("%s: %v", where(i), err)
+		}
+		out = append(out, p.Masked())
+	}
+	return primary, out, nil
+}
+
+// portRange reads LOW-HIGH.
+func portRange(s string) (uint16, uint16, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	l, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
+	h, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
+	if !ok || err1 != nil || err2 != nil || l == 0 {
+		return 0, 0, errors.New("want LOW-HIGH with ports 1 to 65535, e.g. 30000-32767")
+	}
+	if l > h {
+		return 0, 0, fmt.Errorf("the low port %d is above the high port %d", l, h)
+	}
+	return uint16(l), uint16(h), nil
+}
