@@ -22,7 +22,7 @@ func drainSetup(t *testing.T, vip string, extra ...string) (*proxyProc, *guestut
 	}
 	set(eps("10.244.11.11")...)
 	p := startProxy(t, dir, extra...)
-	eventually(t, 20*time.Second, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", vip+":80")) == 1 })
+	eventually(t, firstSync, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", vip+":80")) == 1 })
 	conn, err := cli.DialTCP(netip.MustParseAddrPort(vip + ":80"))
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestUDPClientMovesToAnotherBackend(t *testing.T) {
 	svc := serviceYAML(svcOpts{name: "dns", clusterIP: "10.96.120.1", proto: "UDP", port: 53, targetPort: 5353})
 	writeManifests(t, dir, "svc.yaml", svc, sliceYAML("dns", "dns-1", "UDP", 5353, "", eps("10.244.12.11")...))
 	p := startProxy(t, dir)
-	eventually(t, 20*time.Second, "the UDP virtual server", func() bool { return realServers(vsBlock(t, "UDP", "10.96.120.1:53")) == 1 })
+	eventually(t, firstSync, "the UDP virtual server", func() bool { return realServers(vsBlock(t, "UDP", "10.96.120.1:53")) == 1 })
 	sock, err := cli.DialUDP(netip.MustParseAddrPort("10.96.120.1:53"))
 	if err != nil {
 		t.Fatal(err)

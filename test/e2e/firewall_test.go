@@ -42,7 +42,7 @@ func TestMasqueradeAndClientIP(t *testing.T) {
 			"  ports:", "  externalTrafficPolicy: Local\n  ports:", 1),
 		sliceYAML("npl", "npl-1", "TCP", 8080, "", eps("10.244.15.11")...))
 	startProxy(t, dir, "--cluster-cidr", "10.244.0.0/16")
-	eventually(t, 20*time.Second, "the virtual servers", func() bool { return realServers(vsBlock(t, "TCP", nodeIP+":30151")) == 1 })
+	eventually(t, firstSync, "the virtual servers", func() bool { return realServers(vsBlock(t, "TCP", nodeIP+":30151")) == 1 })
 
 	if _, src := who(t, pod, "10.96.150.1:80"); src != "10.244.9.15" {
 		t.Errorf("a pod inside the cluster CIDR reached the ClusterIP as %s, want its own address", src)
@@ -68,7 +68,7 @@ func TestMasqueradeAll(t *testing.T) {
 		serviceYAML(svcOpts{name: "cip", clusterIP: "10.96.160.1", port: 80, targetPort: 8080}),
 		sliceYAML("cip", "cip-1", "TCP", 8080, "", eps("10.244.16.11")...))
 	startProxy(t, dir, "--cluster-cidr", "10.244.0.0/16", "--masquerade-all")
-	eventually(t, 20*time.Second, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.160.1:80")) == 1 })
+	eventually(t, firstSync, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.160.1:80")) == 1 })
 	if _, src := who(t, pod, "10.96.160.1:80"); src == "10.244.9.16" {
 		t.Errorf("--masquerade-all did not masquerade a pod")
 	}
@@ -83,7 +83,7 @@ func TestHairpin(t *testing.T) {
 		serviceYAML(svcOpts{name: "self", clusterIP: "10.96.170.1", port: 80, targetPort: 8080}),
 		sliceYAML("self", "self-1", "TCP", 8080, "", eps("10.244.17.11")...))
 	startProxy(t, dir, "--cluster-cidr", "10.244.0.0/16")
-	eventually(t, 20*time.Second, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.170.1:80")) == 1 })
+	eventually(t, firstSync, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.170.1:80")) == 1 })
 	if got := ask(t, self, "10.96.170.1:80", 3); got["hp"] != 3 {
 		t.Errorf("hairpin answers: %v", got)
 	}
@@ -101,7 +101,7 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 	svc = strings.Replace(svc, "  ports:", "  loadBalancerSourceRanges: [198.18.1.0/24]\n  ports:", 1)
 	writeManifests(t, dir, "svc.yaml", svc, sliceYAML("lb", "lb-1", "TCP", 8080, "", eps("10.244.18.11")...))
 	startProxy(t, dir, "--cluster-cidr", "10.244.0.0/16")
-	eventually(t, 20*time.Second, "the LB virtual server", func() bool { return realServers(vsBlock(t, "TCP", "198.51.100.180:80")) == 1 })
+	eventually(t, firstSync, "the LB virtual server", func() bool { return realServers(vsBlock(t, "TCP", "198.51.100.180:80")) == 1 })
 
 	if got := ask(t, allowed, "198.51.100.180:80", 2); got["srb"] != 2 {
 		t.Errorf("allowed source: %v", got)
@@ -146,7 +146,7 @@ func TestVIPFilterHidesNodeServices(t *testing.T) {
 		serviceYAML(svcOpts{name: "web", clusterIP: "10.96.190.1", port: 80, targetPort: 8080}),
 		sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.19.11")...))
 	startProxy(t, dir, "--cluster-cidr", "10.244.0.0/16")
-	eventually(t, 20*time.Second, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.190.1:80")) == 1 })
+	eventually(t, firstSync, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.190.1:80")) == 1 })
 
 	if got := ask(t, cli, "10.96.190.1:80", 1); got["vfb"] != 1 {
 		t.Errorf("the Service port: %v", got)

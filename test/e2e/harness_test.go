@@ -28,6 +28,10 @@ const (
 	// nodeIP is this node's address for NodePort Services (a TEST-NET-3 address on a dummy
 	// link: the guest has no network card).
 	nodeIP = "203.0.113.10"
+	// firstSync bounds the wait for what the proxy's first full sync programs. It takes a
+	// second or two on an idle machine; the guest is emulated, and on a shared 2-core
+	// machine its first iptables and ipset calls have taken over 20 seconds.
+	firstSync = 60 * time.Second
 )
 
 // proxyProc is one running kube-ipvs.
@@ -120,7 +124,7 @@ func (p *proxyProc) waitLog(re string) []string {
 	p.t.Helper()
 	rx := regexp.MustCompile(re)
 	var m []string
-	eventually(p.t, 20*time.Second, "kube-ipvs to log "+re, func() bool {
+	eventually(p.t, firstSync, "kube-ipvs to log "+re, func() bool {
 		m = rx.FindStringSubmatch(p.Log())
 		return m != nil
 	})

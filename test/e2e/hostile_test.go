@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -74,7 +73,7 @@ func TestLoadBalancerConflictLoserWritesNothing(t *testing.T) {
 	a, b := lb("a", "198.18.1.0/24", "10.244.21.11", 30210), lb("b", "0.0.0.0/1", "10.244.21.12", 30211)
 	writeManifests(t, dir, "svc.yaml", append(a, b...)...)
 	p := startProxy(t, dir, "--cluster-cidr", "10.244.0.0/16")
-	eventually(t, 20*time.Second, "the LB virtual server", func() bool { return realServers(vsBlock(t, "TCP", "198.51.100.210:80")) == 1 })
+	eventually(t, firstSync, "the LB virtual server", func() bool { return realServers(vsBlock(t, "TCP", "198.51.100.210:80")) == 1 })
 	p.waitLog(`service=b/lb reason=VirtualServerConflict message="TCP 198.51.100.210:80 is already served by Service a/lb`)
 
 	if got := ask(t, onlyA, "198.51.100.210:80", 2); got["cfa"] != 2 {
@@ -93,7 +92,7 @@ func TestLoadBalancerConflictLoserWritesNothing(t *testing.T) {
 
 	writeManifests(t, dir, "svc.yaml", b...)
 	p.reload()
-	eventually(t, 20*time.Second, "b/lb to take the LB IP over", func() bool {
+	eventually(t, firstSync, "b/lb to take the LB IP over", func() bool {
 		line, err := onlyB.AskTCP(netip.MustParseAddrPort("198.51.100.210:80"))
 		return err == nil && line == "cfb"
 	})
@@ -126,7 +125,7 @@ func TestNodePortOnlyInTheServiceFamilies(t *testing.T) {
 		serviceYAML(svcOpts{name: "np", typ: "NodePort", clusterIP: "10.96.220.1", port: 80, targetPort: 8080, nodePort: 30220}),
 		sliceYAML("np", "np-1", "TCP", 8080, "", eps("10.244.22.11")...))
 	startProxy(t, dir, "--cluster-cidr", "10.244.0.0/16,fd00:244::/64")
-	eventually(t, 20*time.Second, "the IPv4 node port", func() bool { return realServers(vsBlock(t, "TCP", nodeIP+":30220")) == 1 })
+	eventually(t, firstSync, "the IPv4 node port", func() bool { return realServers(vsBlock(t, "TCP", nodeIP+":30220")) == 1 })
 
 	if got := ask(t, cli, nodeIP+":30220", 1); got["nfb"] != 1 {
 		t.Errorf("the IPv4 node port: %v", got)
@@ -159,7 +158,7 @@ func TestServiceCannotTakeTheNodeAddresses(t *testing.T) {
 		serviceYAML(svcOpts{name: "np", typ: "NodePort", clusterIP: "10.96.230.3", port: 80, targetPort: 8080, nodePort: 30230}),
 		sliceYAML("np", "np-1", "TCP", 8080, "", eps("10.244.23.11")...))
 	p := startProxy(t, dir, "--cluster-cidr", "10.244.0.0/16")
-	eventually(t, 20*time.Second, "the node port", func() bool { return realServers(vsBlock(t, "TCP", nodeIP+":30230")) == 1 })
+	eventually(t, firstSync, "the node port", func() bool { return realServers(vsBlock(t, "TCP", nodeIP+":30230")) == 1 })
 	p.waitLog(`service=e2e/own reason=ServiceAddressIsNodeAddress`)
 	p.waitLog(`service=e2e/gw reason=InvalidIP message=.*169\.254\.1\.1.*link-local`)
 

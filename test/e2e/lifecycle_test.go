@@ -27,7 +27,7 @@ func TestEndpointChangesAndServiceDeletion(t *testing.T) {
 	otherSlice := sliceYAML("other", "other-1", "TCP", 8080, "", eps("10.244.3.11")...)
 	writeManifests(t, dir, "svc.yaml", svc, sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.3.11", "10.244.3.12")...), other, otherSlice)
 	p := startProxy(t, dir)
-	eventually(t, 20*time.Second, "two real servers", func() bool { return realServers(vsBlock(t, "TCP", "10.96.30.1:80")) == 2 })
+	eventually(t, firstSync, "two real servers", func() bool { return realServers(vsBlock(t, "TCP", "10.96.30.1:80")) == 2 })
 	if got := ask(t, cli, "10.96.30.1:80", 6); got["ec1"] != 3 || got["ec2"] != 3 {
 		t.Fatalf("two endpoints: %v", got)
 	}
@@ -77,7 +77,7 @@ func TestIPv6ClusterIP(t *testing.T) {
 		strings.Replace(serviceYAML(svcOpts{name: "v6", clusterIP: "fd00:96::10", port: 80, targetPort: 8080}), "  type: ClusterIP\n", "  type: ClusterIP\n  ipFamilies: [IPv6]\n", 1),
 		sliceYAML("v6", "v6-1", "TCP", 8080, "IPv6", eps("fd00:244:4::11", "fd00:244:4::12")...))
 	startProxy(t, dir)
-	eventually(t, 20*time.Second, "the IPv6 virtual server", func() bool { return realServers(vsBlock(t, "TCP", "[fd00:96::10]:80")) == 2 })
+	eventually(t, firstSync, "the IPv6 virtual server", func() bool { return realServers(vsBlock(t, "TCP", "[fd00:96::10]:80")) == 2 })
 	got := ask(t, cli, "[fd00:96::10]:80", 4)
 	if got[names[0]] != 2 || got[names[1]] != 2 {
 		t.Errorf("IPv6 round robin: %v", got)
@@ -134,7 +134,7 @@ func TestSchedulerChangeInPlaceKeepsConnections(t *testing.T) {
 	slice := sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.10.11", "10.244.10.12")...)
 	writeManifests(t, dir, "svc.yaml", serviceYAML(svcOpts{name: "web", clusterIP: "10.96.100.1", port: 80, targetPort: 8080}), slice)
 	p := startProxy(t, dir)
-	eventually(t, 20*time.Second, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.100.1:80")) == 2 })
+	eventually(t, firstSync, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.100.1:80")) == 2 })
 	conn, err := cli.DialTCP(netip.MustParseAddrPort("10.96.100.1:80"))
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestRestartKeepsConnectionsAndWritesNothing(t *testing.T) {
 		serviceYAML(svcOpts{name: "np", typ: "NodePort", clusterIP: "10.96.60.2", port: 80, targetPort: 8080, nodePort: 30090, affinity: true}),
 		sliceYAML("np", "np-1", "TCP", 8080, "", eps("10.244.6.11")...))
 	p := startProxy(t, dir)
-	eventually(t, 20*time.Second, "the virtual servers", func() bool {
+	eventually(t, firstSync, "the virtual servers", func() bool {
 		return realServers(vsBlock(t, "TCP", "10.96.60.1:80")) == 2 && realServers(vsBlock(t, "TCP", nodeIP+":30090")) == 1
 	})
 	conn, err := cli.DialTCP(netip.MustParseAddrPort("10.96.60.1:80"))
@@ -210,7 +210,7 @@ func TestDriftIsRepaired(t *testing.T) {
 		serviceYAML(svcOpts{name: "web", clusterIP: "10.96.70.1", port: 80, targetPort: 8080}),
 		sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.7.11")...))
 	startProxy(t, dir)
-	eventually(t, 20*time.Second, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.70.1:80")) == 1 })
+	eventually(t, firstSync, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.70.1:80")) == 1 })
 
 	if out, err := exec.Command("ipvsadm", "-C").CombinedOutput(); err != nil {
 		t.Fatalf("ipvsadm -C: %v %s", err, out)

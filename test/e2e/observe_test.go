@@ -58,7 +58,7 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	svc := serviceYAML(svcOpts{name: "web", clusterIP: "10.96.130.1", port: 80, targetPort: 8080})
 	writeManifests(t, dir, "svc.yaml", svc, sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.13.11")...))
 	p := startProxy(t, dir)
-	eventually(t, 20*time.Second, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.130.1:80")) == 1 })
+	eventually(t, firstSync, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.130.1:80")) == 1 })
 
 	for _, path := range []string{"/healthz", "/livez"} {
 		var code int
@@ -135,7 +135,7 @@ func TestServiceHealthNodePortFlips(t *testing.T) {
 	var code int
 	var hdr http.Header
 	var body string
-	eventually(t, 20*time.Second, "the health check node port to answer 200", func() bool {
+	eventually(t, firstSync, "the health check node port to answer 200", func() bool {
 		c := &http.Client{Timeout: time.Second}
 		resp, err := c.Get(url)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Every Service type carries traffic; round robin spreads exactly evenly; UDP carries
@@ -31,7 +30,7 @@ func TestServiceTypesCarryTraffic(t *testing.T) {
 		sliceYAML("sctp", "sctp-1", "SCTP", 9999, "", all...),
 	)
 	startProxy(t, dir)
-	eventually(t, 20*time.Second, "the SCTP virtual server", func() bool {
+	eventually(t, firstSync, "the SCTP virtual server", func() bool {
 		return realServers(vsBlock(t, "SCTP", "10.96.10.6:9999")) == 3
 	})
 
@@ -88,7 +87,7 @@ func TestSchedulersPerService(t *testing.T) {
 	}
 	writeManifests(t, dir, "svc.yaml", docs...)
 	startProxy(t, dir)
-	eventually(t, 20*time.Second, "every virtual server", func() bool {
+	eventually(t, firstSync, "every virtual server", func() bool {
 		return realServers(vsBlock(t, "TCP", "10.96.20.16:80")) == 3 && realServers(vsBlock(t, "TCP", "10.96.20.2:80")) == 3
 	})
 
