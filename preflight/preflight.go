@@ -287,6 +287,7 @@ func (r *runner) run(ctx context.Context) {
 	r.iptables()
 	r.dummy()
 	r.sysctls()
+	r.kernel()
 	r.recheckModules()
 }
 
@@ -419,6 +420,9 @@ func (r *runner) moduleFix(name string, st ModuleState, tried bool) string {
 	}
 	if st.Err != nil {
 		return "modprobe " + name + " on the node, or mount the host's /lib/modules read-only into this container"
+	}
+	if fix := r.tooOldFix(name); fix != "" {
+		return fix
 	}
 	pkg := modulePackage(r.d.OSID, r.release())
 	opt := kernelOption(name)
