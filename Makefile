@@ -17,7 +17,7 @@ demo: ## boot the guest and show kube-ipvs balancing real traffic (examples/)
 build: ## build bin/kube-ipvs (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/kube-ipvs ./cmd/kube-ipvs
 
-test: ## host unit tests, then the guest (real-kernel) suite; fails if the host's network changed
+test: ## host unit tests, the guest (real-kernel) suite on 6.1, the traffic suites on 5.10 and 6.12; fails if the host's network changed
 	@hack/deps.sh
 	@mkdir -p .cache && hack/host-state.sh >$(HOSTSTATE).before
 	$(MAKE) --no-print-directory lint
@@ -25,6 +25,7 @@ test: ## host unit tests, then the guest (real-kernel) suite; fails if the host'
 	$(MAKE) --no-print-directory guest-test
 	$(MAKE) --no-print-directory guest-scenarios
 	$(MAKE) --no-print-directory e2e
+	$(MAKE) --no-print-directory kernel-matrix
 	@hack/host-state.sh >$(HOSTSTATE).after; \
 	if ! diff -u $(HOSTSTATE).before $(HOSTSTATE).after; then \
 	  echo "make test: the host's own network state changed during the tests (diff above)" >&2; exit 1; \
@@ -49,6 +50,10 @@ e2e: ## kube-ipvs in the guest against a real kube-apiserver + etcd on the host'
 .PHONY: image
 image: ## build the DaemonSet's OCI image (linux/amd64 + arm64) into _output/image; no container engine needed
 	VERSION=$(VERSION) hack/image/build.sh
+
+.PHONY: kernel-matrix
+kernel-matrix: ## e2e, test/e2e and the scenarios on the other kernels (KERNEL_MATRIX="5.10 6.12"; GUEST_KERNEL picks one for any target)
+	hack/guest/kernel-matrix.sh
 
 guest-run: ## run SCRIPT=path/to/script.sh inside the guest, with kube-ipvs on PATH
 	@test -n "$(SCRIPT)" || { echo "usage: make guest-run SCRIPT=path/to/script.sh" >&2; exit 2; }

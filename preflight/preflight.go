@@ -247,6 +247,7 @@ func (r *runner) run(ctx context.Context) {
 	r.iptables()
 	r.dummy()
 	r.sysctls()
+	r.kernel()
 	r.recheckModules()
 }
 
@@ -379,6 +380,9 @@ func (r *runner) moduleFix(name string, st modules.State, tried bool) string {
 	}
 	if st.Err != nil {
 		return "modprobe " + name + " on the node, or mount the host's /lib/modules read-only into this container"
+	}
+	if fix := r.tooOldFix(name); fix != "" {
+		return fix
 	}
 	pkg := modules.Package(r.d.OSID, r.release())
 	opt := modules.KernelOption(name)

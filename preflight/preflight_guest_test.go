@@ -46,20 +46,33 @@ func TestGuestPreflightPasses(t *testing.T) {
 	if !r.IPVSUsable {
 		t.Fatalf("IPVS not usable in the guest: %+v", r.Blocking())
 	}
+	// twos came with Linux 6.7: on older kernels (Debian's 5.10 and 6.1) the annotation-only
+	// scheduler fails, explained by the kernel release, and IPVS stays usable; from 6.7 on
+	// (Debian's 6.12) it works like any other.
+	hasTwos := guestutil.KernelAtLeast(t, 6, 7)
 	for _, c := range r.Checks {
 		switch {
-		case strings.HasSuffix(c.Name, "twos"):
-			// Debian's 6.1 kernel has no ip_vs_twos (6.6+): the annotation-only scheduler
-			// fails, named with its kernel option, and IPVS stays usable.
+		case c.Name == "kernel":
+			if c.Status != Info || !strings.Contains(c.Detail, guestutil.KernelRelease(t)) {
+				t.Errorf("kernel row %+v does not name the running release", c)
+			}
+		case strings.HasSuffix(c.Name, "twos") && !hasTwos:
 			if c.Status != Failed {
-				t.Errorf("%s: %s, want failed on a 6.1 kernel", c.Name, c.Status)
+				t.Errorf("%s: %s, want failed on kernel %s", c.Name, c.Status, guestutil.KernelRelease(t))
 			}
 		case c.Status != OK:
 			t.Errorf("%s: %s (%s), want ok", c.Name, c.Status, c.Detail)
 		}
 	}
-	if c, _ := r.Find("module ip_vs_twos"); !strings.Contains(c.Fix, "CONFIG_IP_VS_TWOS") || !strings.Contains(c.Detail, "no module file") {
+	kernelRow, _ := r.Find("kernel")
+	if predates := strings.Contains(kernelRow.Detail, "predates: twos"); predates == hasTwos {
+		t.Errorf("kernel row %q: says twos is missing = %v on kernel %s", kernelRow.Detail, predates, guestutil.KernelRelease(t))
+	}
+	if c, _ := r.Find("module ip_vs_twos"); !hasTwos && (!strings.Contains(c.Fix, "exists from Linux 6.7 (CONFIG_IP_VS_TWOS)") || !strings.Contains(c.Detail, "no module file")) {
 		t.Errorf("module ip_vs_twos row %+v does not explain the missing module", c)
+	}
+	if c, _ := r.Find("ipvs probe twos"); hasTwos && c.Status != OK {
+		t.Errorf("ipvs probe twos on kernel %s: %+v", guestutil.KernelRelease(t), c)
 	}
 	for _, name := range []string{"ipvs probe wrr", "ipvs probe sh", "ipvs probe mh"} {
 		if c, ok := r.Find(name); !ok || c.Status != OK {
@@ -82,9 +95,11 @@ func TestGuestProbesCleanUpLeftovers(t *testing.T) {
 	}
 	noLeftovers(t)
 
-	// A missing scheduler fails, and nothing is left behind.
+	// A scheduler the kernel lacks fails, and nothing is left behind; twos exists from 6.7.
 	err := probeVirtualServer("twos")
-	if err == nil || !strings.Contains(err.Error(), "twos") {
+	if hasTwos := guestutil.KernelAtLeast(t, 6, 7); hasTwos && err != nil {
+		t.Errorf("probe with twos on kernel %s (6.7 or newer has it): %v", guestutil.KernelRelease(t), err)
+	} else if !hasTwos && (err == nil || !strings.Contains(err.Error(), "twos")) {
 		t.Errorf("probe with a scheduler the kernel lacks: %v", err)
 	}
 	noLeftovers(t)

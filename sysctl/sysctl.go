@@ -69,10 +69,7 @@ func ForProxy(release string, o Options) []Setting {
 		{"net.ipv4.vs.expire_nodest_conn", "1", "drop connections whose real server was deleted, so clients reconnect to a live one"},
 		{"net.ipv4.vs.expire_quiescent_template", "1", "end session affinity to a real server at weight 0"},
 	}
-	// conn_reuse_mode=1 reschedules reused source ports, but on kernels 4.1 to 5.8 it
-	// also drops the first packet of each reused connection for a second (kubernetes
-	// #70747); 5.9 fixed that (#93297), so only those kernels get 0.
-	if maj, min, ok := Version(release); ok && (maj == 4 && min >= 1 || maj == 5 && min <= 8) {
+	if ConnReuseModeStalls(release) {
 		s = append(s, Setting{"net.ipv4.vs.conn_reuse_mode", "0", "avoid one-second stalls on reused source ports (kernels 4.1-5.8)"})
 	}
 	if o.StrictARP {
@@ -81,6 +78,15 @@ func ForProxy(release string, o Options) []Setting {
 			Setting{"net.ipv4.conf.all.arp_announce", "2", "--strict-arp: never announce VIPs from kube-ipvs0"})
 	}
 	return s
+}
+
+// ConnReuseModeStalls reports whether the kernel of that release stalls reused source ports
+// under the default net.ipv4.vs.conn_reuse_mode=1, so the proxy sets it to 0: the mode
+// reschedules reused source ports, but on kernels 4.1 to 5.8 it also drops the first packet
+// of each reused connection for a second (kubernetes #70747); 5.9 fixed that (#93297).
+func ConnReuseModeStalls(release string) bool {
+	maj, min, ok := Version(release)
+	return ok && (maj == 4 && min >= 1 || maj == 5 && min <= 8)
 }
 
 // Version parses "major.minor" from a kernel release string.

@@ -25,7 +25,9 @@ func TestForProxyByKernelVersion(t *testing.T) {
 		{"4.19.0-21-amd64", true},
 		{"5.8.18", true},
 		{"5.9.0", false},
+		{"5.10.0-46-amd64", false},
 		{"6.1.0-57-amd64", false},
+		{"6.12.57+deb13-amd64", false},
 		{"garbage", false},
 	}
 	for _, c := range cases {

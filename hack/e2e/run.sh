@@ -27,9 +27,10 @@ set +e
 "$tools/e2e-host" --bin "$bin" --repo "$REPO_ROOT" --stage "$stage"
 rc=$?
 set -e
+kernel="kernel $(cat "$("$GUEST_DIR/image.sh")/kernel-version")"
 if ((rc == 0)); then
-  echo "make e2e: passed in $((SECONDS - start))s" >&2
+  echo "make e2e: passed in $((SECONDS - start))s ($kernel)" >&2
 else
-  echo "make e2e: FAILED (exit status $rc) after $((SECONDS - start))s" >&2
+  echo "make e2e: FAILED (exit status $rc) after $((SECONDS - start))s ($kernel)" >&2
 fi
 exit "$rc"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prepares the guest's kernel and base initramfs, reusing the cache when it is current.
 #
-# Prints one line: the folder holding `vmlinuz`, `base.cpio` and `kernel-version`.
-# The kernel is Debian's linux-image-amd64, resolved to its versioned package at run time.
+# Prints one line: the folder holding `vmlinuz`, `base.cpio`, `kernel-version` and
+# `kernel-package`. The kernel is Debian's linux-image-amd64 of the release GUEST_KERNEL names
+# (5.10, 6.1 by default, 6.12), resolved to its versioned package at run time (kernel.sh).
 # The initramfs holds busybox (static), kmod, bash, iproute2, ipvsadm, ipset, iptables (legacy
 # and nft), conntrack with their shared libraries, and the kernel modules the project uses.
 set -euo pipefail
@@ -11,40 +12,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 "$REPO_ROOT/hack/deps.sh"
 mkdir -p "$GUEST_CACHE/debs"
 
-# --- resolve and fetch the kernel ----------------------------------------------------------
-resolve_kernel_pkg() {
-  apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
-}
-kpkg=$(resolve_kernel_pkg || true)
-if [[ -z $kpkg ]]; then
-  log "apt has no list for linux-image-amd64 yet; running apt-get update"
-  apt-get update -q >/dev/null || true
-  kpkg=$(resolve_kernel_pkg || true)
-fi
-if [[ -z $kpkg ]]; then
-  # Offline but cached: use the newest kernel already unpacked, and say so.
-  kpkg=$(ls -1d "$GUEST_CACHE"/linux-image-*-amd64 2>/dev/null | sort -V | tail -n1 | xargs -r basename)
-  [[ -n $kpkg ]] || die "cannot resolve linux-image-amd64 (apt-cache depends found nothing) and no kernel is cached"
-  log "cannot resolve linux-image-amd64; using cached $kpkg"
-fi
-kver=${kpkg#linux-image-}
-kroot=$GUEST_CACHE/$kpkg
-if [[ ! -f $kroot/.unpacked ]]; then
-  log "downloading $kpkg"
-  deb=$(ls "$GUEST_CACHE/debs/${kpkg}"_*.deb 2>/dev/null | sed -n 1p || true)
-  if [[ -z $deb ]]; then
-    # apt-get download writes into the current folder; _apt cannot write to ours, which is fine.
-    (cd "$GUEST_CACHE/debs" && apt-get download -q "$kpkg" 2>&1 | grep -v 'unsandboxed' >&2 || true)
-    deb=$(ls "$GUEST_CACHE/debs/${kpkg}"_*.deb 2>/dev/null | sed -n 1p || true)
-    [[ -n $deb ]] || die "apt-get download $kpkg failed"
-  fi
-  rm -rf "$kroot"
-  dpkg -x "$deb" "$kroot"
-  # Debian generates modules.dep in postinst; we never run it, so do it here.
-  depmod -b "$kroot" "$kver"
-  touch "$kroot/.unpacked"
-fi
-[[ -f $kroot/boot/vmlinuz-$kver ]] || die "kernel package $kpkg has no boot/vmlinuz-$kver"
+# --- resolve and fetch the kernel (GUEST_KERNEL, see kernel.sh) -------------------------------
+source "$GUEST_DIR/kernel.sh"
+guest_kernel_unpack
 
 # --- what goes into the image ---------------------------------------------------------------
 # Whole module folders: every netfilter, IPVS, ipset and SCTP module, so iptables matches and
@@ -65,15 +35,17 @@ for f in /usr/sbin/ip6tables* /usr/sbin/iptables* /usr/sbin/xtables-*-multi; do
 done
 
 # The image is rebuilt when the kernel or anything that shapes the image changes.
-stamp=$( { echo "$kver"; cat "$GUEST_DIR/image.sh" "$GUEST_DIR/init"; printf '%s\n' "${tools[@]}";
+stamp=$( { echo "$kver"; cat "$GUEST_DIR/kernel.sh"; cat "$GUEST_DIR/image.sh" "$GUEST_DIR/init"; printf '%s\n' "${tools[@]}";
            busybox 2>&1 | sed -n 1p; } | sha256sum | cut -c1-12)
-out=$GUEST_CACHE/image-$kver-$stamp
+# One image per kernel series: building one kernel's image keeps the others' images.
+out=$GUEST_CACHE/image-$kseries-$kver-$stamp
 if [[ -f $out/base.cpio && -f $out/vmlinuz ]]; then
   echo "$out"
   exit 0
 fi
 
-log "building the initramfs for $kver (cached in $out)"
+log "building the initramfs for $kver ($kpkg $kdebver, Debian $ksuite; cached in $out)"
+build_start=$SECONDS
 tmp=$(mktemp -d "$GUEST_CACHE/build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
@@ -132,6 +104,7 @@ ldconfig -r "$root"
 # Kernel modules and their dependencies, then a module index for kmod's modprobe.
 mods=()
 for d in "${module_dirs[@]}"; do
+  [[ -d $kroot/lib/modules/$kver/$d ]] || die "kernel $kver has no module folder $d"
   while IFS= read -r f; do mods+=("$(basename "${f%%.ko*}")"); done < <(find "$kroot/lib/modules/$kver/$d" -name '*.ko*')
 done
 mods+=("${module_names[@]}")
@@ -157,9 +130,11 @@ mkdir -p "$tmp/out"
 (cd "$root" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc --owner=0:0) >"$tmp/out/base.cpio"
 cp "$kroot/boot/vmlinuz-$kver" "$tmp/out/vmlinuz"
 echo "$kver" >"$tmp/out/kernel-version"
+echo "$kpkg $kdebver (Debian $ksuite)" >"$tmp/out/kernel-package"
 rm -rf "$out"
 mv "$tmp/out" "$out"
-# Older images of this cache are dead weight once a new one exists.
-find "$GUEST_CACHE" -maxdepth 1 -name 'image-*' ! -path "$out" -exec rm -rf {} +
-log "image ready: $(du -sh "$out/base.cpio" | cut -f1) initramfs, $(find "$moddst" -name '*.ko*' | wc -l) modules"
+# Older images of the same kernel series are dead weight once a new one exists; other
+# series keep theirs.
+find "$GUEST_CACHE" -maxdepth 1 -name "image-$kseries-*" ! -path "$out" -exec rm -rf {} +
+log "image ready in $((SECONDS - build_start))s: $(du -sh "$out/base.cpio" | cut -f1) initramfs, $(find "$moddst" -name '*.ko*' | wc -l) modules"
 echo "$out"

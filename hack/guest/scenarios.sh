@@ -44,6 +44,11 @@ bench_failure() {
   esac
 }
 
+# Build (or find) the image first, so the first scenario's time is its own, and name the
+# kernel on every result line: the same scenarios run on several kernels (GUEST_KERNEL).
+image=$("$GUEST_DIR/image.sh")
+kernel="kernel $(cat "$image/kernel-version")"
+
 passed=0 failed=0 results=()
 for script in "${scripts[@]}"; do
   name=$(basename "$script" .sh)
@@ -57,17 +62,17 @@ for script in "${scripts[@]}"; do
   set -e
   took=$((SECONDS - start))
   if [[ $rc == 0 ]]; then
-    results+=("PASS  $name  ${took}s")
+    results+=("PASS  $name  ${took}s  ($kernel)")
     passed=$((passed + 1))
   else
-    results+=("FAIL  $name  ${took}s  exit $rc$(bench_failure "$rc")")
+    results+=("FAIL  $name  ${took}s  exit $rc$(bench_failure "$rc")  ($kernel)")
     failed=$((failed + 1))
   fi
   echo "${results[-1]}"
 done
 
 echo
-echo "=== scenarios"
+echo "=== scenarios on $kernel"
 printf '%s\n' "${results[@]}"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed ($kernel)"
 ((failed == 0))

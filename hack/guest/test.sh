@@ -59,7 +59,7 @@ while read -r dir bin import; do
   if [[ \$rc == 0 ]]; then
     echo "ok  	\$import	\$took	(in guest kernel \$(uname -r))"
   else
-    echo "FAIL	\$import	\$took"
+    echo "FAIL	\$import	\$took	(in guest kernel \$(uname -r))"
     status=1
   fi
 done </payload/tests.list

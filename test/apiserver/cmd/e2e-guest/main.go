@@ -63,10 +63,15 @@ func main() {
 		g.run(*kc)
 	}()
 	g.cleanup(code != 0)
+	// The same scenarios run on several kernels (GUEST_KERNEL): the verdict names this one.
+	kernel := "kernel (unknown)"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = "kernel " + strings.TrimSpace(string(b))
+	}
 	if code == 0 {
-		fmt.Println("e2e: PASS all scenarios")
+		fmt.Println("e2e: PASS all scenarios on " + kernel)
 	} else {
-		fmt.Println("e2e: FAIL")
+		fmt.Println("e2e: FAIL on " + kernel)
 	}
 	os.Exit(code)
 }
