@@ -6,7 +6,7 @@
 #   e2e-pkg    the guest tests of test/e2e (the proxy binary against real traffic)
 #   scenarios  make guest-scenarios (every test/scenarios/*.sh)
 # Every result line names the kernel; the summary lists them all, and the script exits
-# non-zero when any failed. KERNEL_MATRIX_SUITES picks suites (default "e2e e2e-pkg scenarios").
+# non-zero when any failed. KERNEL_MATRIX_SUITES picks suites (default "e2e-pkg scenarios e2e").
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$REPO_ROOT"
@@ -17,7 +17,7 @@ for k in 5.10 6.1 6.12; do
   [[ $k == "${GUEST_KERNEL:-6.1}" ]] || others+=("$k")
 done
 read -r -a kernels <<<"${KERNEL_MATRIX:-${others[*]}}"
-read -r -a suites <<<"${KERNEL_MATRIX_SUITES:-e2e e2e-pkg scenarios}"
+read -r -a suites <<<"${KERNEL_MATRIX_SUITES:-e2e-pkg scenarios e2e}"
 
 run_suite() {
   case $1 in
