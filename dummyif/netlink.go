@@ -36,6 +36,9 @@ type Netlink interface {
 	AddrAdd(linkIndex int, p netip.Prefix, flags int) error
 	// AddrDel removes an address; an error wrapping ErrAddrNotFound when the link lacks it.
 	AddrDel(linkIndex int, p netip.Prefix) error
+	// LinkDel deletes a link (with its addresses); an error wrapping ErrLinkNotFound when
+	// there is none. Only `kube-ipvs cleanup` calls it.
+	LinkDel(linkIndex int) error
 }
 
 var (
@@ -126,6 +129,17 @@ func (k kernelNetlink) AddrDel(linkIndex int, p netip.Prefix) error {
 	}
 	if err != nil {
 		return fmt.Errorf("remove %s from link %d: %w", p, linkIndex, err)
+	}
+	return nil
+}
+
+func (k kernelNetlink) LinkDel(linkIndex int) error {
+	err := k.h.LinkDel(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: linkIndex}})
+	if errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete link %d: %w", linkIndex, ErrLinkNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("delete link %d: %w", linkIndex, err)
 	}
 	return nil
 }
