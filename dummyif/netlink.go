@@ -60,6 +60,10 @@ type kernelNetlink struct {
 	h *netlink.Handle
 }
 
+// NewNetlink returns the kernel's Netlink in the current network namespace, for callers
+// that use the link directly (`kube-ipvs cleanup`).
+func NewNetlink() Netlink { return newKernelNetlink() }
+
 // newKernelNetlink opens the socket in the current network namespace; if that fails, every
 // request opens its own, as the package-level functions do.
 func newKernelNetlink() kernelNetlink {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -64,6 +63,7 @@ type runOptions struct {
 	masqueradeAll     bool
 	iptablesBackend   string
 	mode              string
+	lockFile          string
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
@@ -92,6 +92,7 @@ func runFlags(o *runOptions) *pflag.FlagSet {
 	fs.StringVar(&o.healthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", metrics.DefaultAddress, "address of the Prometheus /metrics server (empty: none)")
 	fs.BoolVar(&o.once, "once", false, "sync once, then exit 0 on success or 1 on failure")
+	fs.StringVar(&o.lockFile, "lock-file", defaultLockFile, "file the proxy holds a shared flock on while it runs, so that `kube-ipvs cleanup` refuses to run meanwhile (empty: none)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	documentZeroDefaults(fs)
 	return fs
@@ -193,39 +194,22 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 	if o.minSyncPeriod < 0 || o.minSyncPeriod > o.syncPeriod {
 		return cfg, fmt.Errorf("--min-sync-period=%s: must be between 0 and --sync-period", o.minSyncPeriod)
 	}
-	for _, c := range o.nodePortAddresses {
-		if strings.TrimSpace(c) == config.NodePortAddressesPrimary {
-			if len(o.nodePortAddresses) > 1 {
-				return cfg, fmt.Errorf("--nodeport-addresses: %q cannot be combined with CIDRs", c)
-			}
-			cfg.NodePortPrimary = true
-			continue
-		}
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return cfg, fmt.Errorf("--nodeport-addresses: %q is not a CIDR: %v", c, err)
-		}
-		cfg.NodePortAddresses = append(cfg.NodePortAddresses, p.Masked())
+	npa, primary, err := parseNodePortAddresses(o.nodePortAddresses)
+	if err != nil {
+		return cfg, err
 	}
-	for _, c := range o.excludeCIDRs {
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return cfg, fmt.Errorf("--exclude-cidrs: %q is not a CIDR: %v", c, err)
-		}
-		o.ipvsMode.ExcludeCIDRs = append(o.ipvsMode.ExcludeCIDRs, p.Masked())
+	cfg.NodePortAddresses, cfg.NodePortPrimary = npa, primary
+	if o.ipvsMode.ExcludeCIDRs, err = parseCIDRs("exclude-cidrs", o.excludeCIDRs); err != nil {
+		return cfg, err
 	}
-	for _, c := range o.clusterCIDRs {
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return cfg, fmt.Errorf("--cluster-cidr: %q is not a CIDR: %v", c, err)
-		}
-		o.ipvsMode.Firewall.ClusterCIDRs = append(o.ipvsMode.Firewall.ClusterCIDRs, p.Masked())
+	if o.ipvsMode.Firewall.ClusterCIDRs, err = parseCIDRs("cluster-cidr", o.clusterCIDRs); err != nil {
+		return cfg, err
 	}
 	o.ipvsMode.Firewall.MasqueradeAll = o.masqueradeAll
 	// IPv4 always; IPv6 where the kernel has it, or ip6tables and IPv6 sets would fail on
 	// every sync of an IPv4-only node.
 	o.ipvsMode.Firewall.IPv4 = true
-	_, err := os.Stat("/proc/sys/net/ipv6/conf/all")
+	_, err = os.Stat("/proc/sys/net/ipv6/conf/all")
 	o.ipvsMode.Firewall.IPv6 = err == nil
 	switch o.mode {
 	case modeAuto, modeIPVS, modeIPTables:
@@ -237,13 +221,9 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 	default:
 		return cfg, fmt.Errorf("--iptables-backend=%q: use legacy or nft, or leave it empty to detect", o.iptablesBackend)
 	}
-	lo, hi, ok := strings.Cut(o.nodePortRange, "-")
-	l, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
-	h, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
-	if !ok || err1 != nil || err2 != nil || l == 0 || l > h {
-		return cfg, fmt.Errorf("--service-node-port-range=%q: want LOW-HIGH, e.g. 30000-32767", o.nodePortRange)
+	if o.ipvsMode.NodePortMin, o.ipvsMode.NodePortMax, err = parseNodePortRange(o.nodePortRange); err != nil {
+		return cfg, err
 	}
-	o.ipvsMode.NodePortMin, o.ipvsMode.NodePortMax = uint16(l), uint16(h)
 	return cfg, nil
 }
 
@@ -251,6 +231,11 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logger) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
+	unlock, err := holdRunLock(ctx, o.lockFile, log)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 
 	mode, blocking, err := chooseMode(ctx, o, stderr, log)
 	if err != nil {
