@@ -17,7 +17,8 @@ import (
 )
 
 // node is a node's kernel state over the fakes: what kube-ipvs left, what kube-proxy left,
-// and objects of others with names and addresses close to both.
+// and objects of others with names and addresses close to both. KIPVS-SVC-... stands for
+// the iptables fallback's per-Service chains, which carry the KIPVS- prefix too.
 type node struct {
 	vs    *ipvs.FakeKernel
 	links *dummyif.FakeNetlink
@@ -37,6 +38,7 @@ const nftV4 = `*nat
 :FOREIGN-NAT - [0:0]
 :KIPVS-SERVICES - [0:0]
 :KIPVS-POSTROUTING - [0:0]
+:KIPVS-SVC-4Q2BZ6ZJ7DO2VVZ6 - [0:0]
 :KUBE-SERVICES - [0:0]
 :KUBE-MARK-MASQ - [0:0]
 :KUBE-SVC-XPGD46QRK7WJZT7O - [0:0]
@@ -47,6 +49,8 @@ const nftV4 = `*nat
 -A POSTROUTING -m comment --comment "kube-ipvs: masquerade" -j KIPVS-POSTROUTING
 -A FOREIGN-NAT -d 192.0.2.50/32 -j ACCEPT
 -A KIPVS-SERVICES -m set --match-set KIPVS-CLUSTER-IP dst,dst -j ACCEPT
+-A KIPVS-SERVICES -d 10.96.0.10/32 -p tcp -m tcp --dport 80 -j KIPVS-SVC-4Q2BZ6ZJ7DO2VVZ6
+-A KIPVS-SVC-4Q2BZ6ZJ7DO2VVZ6 -j DNAT --to-destination 10.244.1.1:8080
 -A KIPVS-POSTROUTING -j MASQUERADE
 -A KUBE-SERVICES -j KUBE-SVC-XPGD46QRK7WJZT7O
 -A KUBE-SVC-XPGD46QRK7WJZT7O -j KUBE-MARK-MASQ
@@ -162,6 +166,7 @@ var wantKubeIPVS = []string{
 	`rule iptables-nft nat -A POSTROUTING -m comment --comment "kube-ipvs: masquerade" -j KIPVS-POSTROUTING (kube-ipvs)`,
 	`chain iptables-nft nat KIPVS-POSTROUTING (kube-ipvs)`,
 	`chain iptables-nft nat KIPVS-SERVICES (kube-ipvs)`,
+	`chain iptables-nft nat KIPVS-SVC-4Q2BZ6ZJ7DO2VVZ6 (kube-ipvs)`,
 	`ipset KIPVS-CLUSTER-IP (kube-ipvs)`,
 	`ipset KIPVS-CLUSTER-IP-6 (kube-ipvs)`,
 	`ipset KIPVS-HEALTH-CHECK-NODE-PORT (kube-ipvs)`,

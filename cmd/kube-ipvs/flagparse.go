@@ -11,6 +11,12 @@ import (
 
 // The flag values run and cleanup share, parsed one way for both.
 
+// Defaults of the flags run and cleanup share: cleanup must find what run made.
+const (
+	defaultDummyInterface = "kube-ipvs0"
+	defaultNodePortRange  = "30000-32767"
+)
+
 // parseCIDRs parses a list flag of CIDRs, masked; the error names the flag.
 func parseCIDRs(flag string, list []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
