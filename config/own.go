@@ -17,9 +17,9 @@ type ownField struct {
 	parse parser
 }
 
-// ownFields is the KubeIPVSConfiguration format: one field per run flag (except --once, a
-// way of running rather than a setting), plus the settings that only kube-proxy files had so
-// far. deploy/configmap.yaml documents every field.
+// ownFields is the KubeIPVSConfiguration format: one field per run flag (except --once and
+// --lock-file, ways of running rather than settings), plus the settings that only
+// kube-proxy files had so far. deploy/configmap.yaml documents every field.
 var ownFields = []ownField{
 	{"kubeconfig", "kubeconfig", parseString},
 	{"manifests", "manifests", parseString},

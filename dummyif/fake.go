@@ -18,10 +18,10 @@ type FakeNetlink struct {
 	ops       []string
 
 	// Fail, when set, is consulted before every call with the op name (the first word of the
-	// logged line: link, add-dummy, addr-list, addr-add, addr-del) and its argument (the link
-	// name, or the prefix for addr-add and addr-del, or "" for addr-list). A non-nil error is
-	// returned instead of doing the call; the call is still logged. Fail must not call the
-	// fake.
+	// logged line: link, add-dummy, addr-list, addr-add, addr-del, link-del) and its argument
+	// (the link name, or the prefix for addr-add and addr-del, or "" for addr-list and
+	// link-del). A non-nil error is returned instead of doing the call; the call is still
+	// logged. Fail must not call the fake.
 	Fail func(op, arg string) error
 }
 
@@ -201,4 +201,19 @@ func (f *FakeNetlink) AddrDel(linkIndex int, p netip.Prefix) error {
 	}
 	delete(l.addrs, p)
 	return nil
+}
+
+func (f *FakeNetlink) LinkDel(linkIndex int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("link-del", "", fmt.Sprint(linkIndex)); err != nil {
+		return err
+	}
+	for name, l := range f.links {
+		if l.Index == linkIndex {
+			delete(f.links, name)
+			return nil
+		}
+	}
+	return fmt.Errorf("delete link %d: %w", linkIndex, ErrLinkNotFound)
 }

@@ -36,6 +36,9 @@ type Netlink interface {
 	AddrAdd(linkIndex int, p netip.Prefix, flags int) error
 	// AddrDel removes an address; an error wrapping ErrAddrNotFound when the link lacks it.
 	AddrDel(linkIndex int, p netip.Prefix) error
+	// LinkDel deletes a link (with its addresses); an error wrapping ErrLinkNotFound when
+	// there is none. Only `kube-ipvs cleanup` calls it.
+	LinkDel(linkIndex int) error
 }
 
 var (
@@ -56,6 +59,10 @@ var (
 type kernelNetlink struct {
 	h *netlink.Handle
 }
+
+// NewNetlink returns the kernel's Netlink in the current network namespace, for callers
+// that use the link directly (`kube-ipvs cleanup`).
+func NewNetlink() Netlink { return newKernelNetlink() }
 
 // newKernelNetlink opens the socket in the current network namespace; if that fails, every
 // request opens its own, as the package-level functions do.
@@ -126,6 +133,17 @@ func (k kernelNetlink) AddrDel(linkIndex int, p netip.Prefix) error {
 	}
 	if err != nil {
 		return fmt.Errorf("remove %s from link %d: %w", p, linkIndex, err)
+	}
+	return nil
+}
+
+func (k kernelNetlink) LinkDel(linkIndex int) error {
+	err := k.h.LinkDel(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: linkIndex}})
+	if errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete link %d: %w", linkIndex, ErrLinkNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("delete link %d: %w", linkIndex, err)
 	}
 	return nil
 }

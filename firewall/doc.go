@@ -39,8 +39,9 @@
 // later: only what is still missing is written.
 //
 // Every --sync-period: sets.Resync(firewall.Sets(cfg), tracker.Desired()) and rules.Resync().
-// Cleanup (kube-ipvs cleanup, or leaving a node): rules.Cleanup() first, then sets.Cleanup()
-// (the kernel refuses to destroy a set an iptables rule references).
+// Cleanup (leaving a node): rules.Cleanup() first, then sets.Cleanup() (the kernel refuses to
+// destroy a set an iptables rule references); `kube-ipvs cleanup` (package cleanup) keeps
+// that order.
 //
 // Strict ARP is not here: package sysctl sets arp_ignore and arp_announce.
 package firewall

@@ -110,8 +110,9 @@ func (t *Tools) run(stdin []byte, name string, args ...string) ([]byte, error) {
 	return t.ex.Run(stdin, name, args...)
 }
 
-// installed reports whether both tools of a family are installed for a backend.
-func (t *Tools) installed(b Backend, f Family) bool {
+// Installed reports whether both tools of a family (save and restore) are installed for a
+// backend.
+func (t *Tools) Installed(b Backend, f Family) bool {
 	for _, v := range []verb{verbSave, verbRestore} {
 		if _, err := t.ex.LookPath(toolName(f, b, v)); err != nil {
 			return false
@@ -120,7 +121,7 @@ func (t *Tools) installed(b Backend, f Family) bool {
 	return true
 }
 
-func (t *Tools) installedBoth(b Backend) bool { return t.installed(b, V4) && t.installed(b, V6) }
+func (t *Tools) installedBoth(b Backend) bool { return t.Installed(b, V4) && t.Installed(b, V6) }
 
 // Backend returns the backend in use, detecting it on first use: with Auto, it counts the
 // rules iptables-legacy-save and iptables-nft-save (and the ip6tables ones) print and takes
@@ -204,15 +205,15 @@ func (t *Tools) RestoreOn(b Backend, f Family, tx *Transaction) error {
 	return nil
 }
 
-// RemoveOurs removes every chain with the Prefix and every jump to one from all tables of
-// both families, on every backend whose tools are installed (a node may have switched
-// backends). It restores only where something of ours is found, and returns how many
-// restores it ran. Everything else on the node stays.
+// RemoveOurs removes every chain with the Prefix and every rule that jumps to one from all
+// tables of both families, on every backend whose tools are installed (a node may have
+// switched backends). It restores only where something of ours is found, and returns how
+// many restores it ran. Everything else on the node stays.
 func (t *Tools) RemoveOurs() (restores int, err error) {
 	var errs []error
 	for _, b := range []Backend{Legacy, NFT} {
 		for _, f := range Families {
-			if !t.installed(b, f) {
+			if !t.Installed(b, f) {
 				continue
 			}
 			s, err := t.SaveOn(b, f)
@@ -220,7 +221,7 @@ func (t *Tools) RemoveOurs() (restores int, err error) {
 				errs = append(errs, err)
 				continue
 			}
-			tx := Reconcile(nil, s)
+			tx := RemoveChains(s, IsOurs)
 			if tx.Empty() {
 				continue
 			}

@@ -12,7 +12,8 @@
 //	dp, err := iptproxy.NewDataplane(iptables.OSExec{}, iptproxy.Config{
 //		ClusterCIDRs: cidrs, MasqueradeAll: masqAll, Tools: iptables.Config{Backend: backendFlag},
 //	}, conntrack.Cleaner{}, log)
-//	// kube-ipvs cleanup: Proxy.Cleanup()
+//	// leaving the mode: Proxy.Cleanup(); `kube-ipvs cleanup` (package cleanup) removes
+//	// these chains with the IPVS mode's, as every KIPVS- chain
 //
 // Nothing binds VIPs: DNAT in nat PREROUTING and OUTPUT does the work, and the node must
 // forward (net.ipv4.ip_forward=1, and IPv6 forwarding for IPv6 Services).

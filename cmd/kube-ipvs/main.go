@@ -28,6 +28,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"run":       {summary: "run the service proxy", run: runRun},
 		"preflight": {summary: "check the node can run IPVS mode; exit 0 yes, 1 no", run: runPreflight},
+		"cleanup":   {summary: "remove what kube-ipvs (or, with --kube-proxy, kube-proxy) left on this node", run: runCleanup},
 		"version":   {summary: "print the version and exit", run: runVersion},
 	}
 }

@@ -38,12 +38,14 @@ type runOptions struct {
 	config.Options
 	ipvsMode ipvsmode.Config // derived from the flags by controllerConfig
 	logLevel slog.Level      // derived from --log-level by controllerConfig
+	lockFile string // --lock-file: held while the proxy runs (see lock.go)
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	fs.SortFlags = false
 	o.AddFlags(fs)
+	fs.StringVar(&o.lockFile, "lock-file", defaultLockFile, "file the proxy holds a shared flock on while it runs, so that `kube-ipvs cleanup` refuses to run meanwhile (empty: none)")
 	documentZeroDefaults(fs)
 	return fs
 }
@@ -133,6 +135,11 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logger) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
+	unlock, err := holdRunLock(ctx, o.lockFile, log)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 
 	mode, blocking, err := chooseMode(ctx, o, stderr, log)
 	if err != nil {

@@ -88,18 +88,11 @@ func (d *Dataplane) ownership(s dataplane.Snapshot, prior <-chan map[netip.Addr]
 	}
 	var before map[netip.Addr]bool
 	known := false
+	onDummy := func(a netip.Addr) bool { return s.Binds[a] || before[a] }
 	return func(k model.VSKey) bool {
 		if !known {
 			before, known = <-prior, true
 		}
-		for _, p := range d.cfg.ExcludeCIDRs {
-			if p.Contains(k.Addr) {
-				return false
-			}
-		}
-		if s.Binds[k.Addr] || before[k.Addr] {
-			return true
-		}
-		return nodeIP[k.Addr] && k.Port >= d.cfg.NodePortMin && k.Port <= d.cfg.NodePortMax
+		return d.cfg.OwnsVirtualServer(k, onDummy, func(a netip.Addr) bool { return nodeIP[a] })
 	}
 }
