@@ -16,7 +16,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/ipset"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
-		"github.com/kube-ipvs/kube-ipvs/proxy"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 // cleanupOptions are the flags of `kube-ipvs cleanup`.

@@ -38,7 +38,7 @@ type runOptions struct {
 	config.Options
 	ipvsMode ipvsmode.Config // derived from the flags by controllerConfig
 	logLevel slog.Level      // derived from --log-level by controllerConfig
-	lockFile string // --lock-file: held while the proxy runs (see lock.go)
+	lockFile string          // --lock-file: held while the proxy runs (see lock.go)
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
