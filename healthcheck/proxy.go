@@ -45,7 +45,7 @@ func NewProxyHealth(syncPeriod time.Duration, opts ...Option) *ProxyHealth {
 		syncPeriod = 30 * time.Second
 	}
 	o := buildOptions(opts)
-	return &ProxyHealth{now: o.now, listen: o.listen, timeout: 2 * syncPeriod}
+	return &ProxyHealth{now: o.Now, listen: o.Listen, timeout: 2 * syncPeriod}
 }
 
 // FullSyncTook records how long the last full sync (the periodic repair) took. A change

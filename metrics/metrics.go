@@ -9,12 +9,12 @@ package metrics
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/httpserve"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -64,35 +64,25 @@ var (
 )
 
 // ListenFunc opens a listener; net.Listen is the default.
-type ListenFunc func(network, addr string) (net.Listener, error)
+type ListenFunc = httpserve.ListenFunc
 
 // Option configures New.
 type Option func(*config)
 
 type config struct {
-	now             func() time.Time
-	listen          ListenFunc
-	runtimeMetrics  bool
-	programmingFrom time.Time
+	httpserve.Hooks
+	runtimeMetrics bool
 }
 
 // WithClock replaces time.Now; it is read once, in New, as the start time below which
 // EndpointSlice trigger times are ignored.
 func WithClock(now func() time.Time) Option {
-	return func(c *config) {
-		if now != nil {
-			c.now = now
-		}
-	}
+	return func(c *config) { c.SetNow(now) }
 }
 
 // WithListen replaces net.Listen in Serve.
 func WithListen(listen ListenFunc) Option {
-	return func(c *config) {
-		if listen != nil {
-			c.listen = listen
-		}
-	}
+	return func(c *config) { c.SetListen(listen) }
 }
 
 // WithoutRuntimeMetrics leaves out the standard go_* and process_* collectors.
@@ -129,14 +119,14 @@ type Metrics struct {
 
 // New creates the metrics on a fresh private registry.
 func New(opts ...Option) *Metrics {
-	cfg := config{now: time.Now, listen: net.Listen, runtimeMetrics: true}
+	cfg := config{Hooks: httpserve.DefaultHooks(), runtimeMetrics: true}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	m := &Metrics{
 		reg:    prometheus.NewRegistry(),
-		listen: cfg.listen,
-		start:  cfg.now(),
+		listen: cfg.Listen,
+		start:  cfg.Now(),
 		modes:  map[string]bool{},
 		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "sync_duration_seconds",
@@ -321,32 +311,11 @@ func (m *Metrics) Handler() http.Handler {
 // Serve serves Handler at /metrics on addr (e.g. DefaultAddress) until ctx ends, then shuts
 // down gracefully and returns nil. It returns at once if addr cannot be bound.
 func (m *Metrics) Serve(ctx context.Context, addr string) error {
-	ln, err := m.listen("tcp", addr)
-	if err != nil {
-		return err
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
-	srv := &http.Server{
+	return httpserve.Serve(ctx, m.listen, addr, &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       60 * time.Second,
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
-	}
-	<-done
-	return nil
+	})
 }
