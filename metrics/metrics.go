@@ -147,14 +147,10 @@ func New(opts ...Option) *Metrics {
 				" annotation) until the change was programmed into the kernel.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200, 3600},
 		}),
-		netlinkWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "netlink_writes_total",
-			Help: "Kernel write calls made, by subsystem (ipvs, address, ipset, iptables) and operation.",
-		}, []string{"subsystem", "operation"}),
-		kernelErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "kernel_errors_total",
-			Help: "Kernel calls that failed, by subsystem.",
-		}, []string{"subsystem"}),
+		netlinkWrites: newCounterVec("netlink_writes_total",
+			"Kernel write calls made, by subsystem (ipvs, address, ipset, iptables) and operation.",
+			"subsystem", "operation"),
+		kernelErrors:   newCounterVec("kernel_errors_total", "Kernel calls that failed, by subsystem.", "subsystem"),
 		virtualServers: newStateGauge("virtual_servers", "IPVS virtual servers in the desired state."),
 		realServers:    newStateGauge("real_servers", "IPVS real servers in the desired state, summed over virtual servers."),
 		vips:           newStateGauge("vips", "Service addresses bound to the dummy interface in the desired state."),
@@ -163,10 +159,8 @@ func New(opts ...Option) *Metrics {
 			Namespace: Namespace, Name: "proxy_mode",
 			Help: "1 for the proxy mode in use (ipvs, or the iptables fallback), 0 for the others.",
 		}, []string{"mode"}),
-		invalidAnnotations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "invalid_annotations_total",
-			Help: "Service annotations that were rejected and replaced by a default, by reason.",
-		}, []string{"reason"}),
+		invalidAnnotations: newCounterVec("invalid_annotations_total",
+			"Service annotations that were rejected and replaced by a default, by reason.", "reason"),
 	}
 	m.reg.MustRegister(m.syncDuration, m.lastSuccessfulSync, m.pendingChanges, m.programming,
 		m.netlinkWrites, m.kernelErrors, m.virtualServers, m.realServers, m.vips, m.ipsetEntries,
@@ -193,6 +187,11 @@ func New(opts ...Option) *Metrics {
 
 func newStateGauge(name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
+}
+
+// newCounterVec returns a counter kube_ipvs_<name> with those label names.
+func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 }
 
 // Registry is the private registry; register more collectors on it if needed.
