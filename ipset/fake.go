@@ -2,6 +2,8 @@ package ipset
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -67,12 +69,7 @@ func (f *FakeKernel) SetReferences(n firewall.SetName, refs uint32) {
 func (f *FakeKernel) Names() []firewall.SetName {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]firewall.SetName, 0, len(f.sets))
-	for n := range f.sets {
-		out = append(out, n)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return slices.Sorted(maps.Keys(f.sets))
 }
 
 // Get returns a set's spec and its entries rendered and sorted; ok is false when absent.
