@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -25,15 +23,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
 	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
-
-func sh(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 // serveWho listens on TCP port in the pod and answers each connection with the pod's name
 // and the client address it sees, so a test can tell whether the source was masqueraded.
@@ -112,14 +101,14 @@ func isTimeout(err error) bool {
 func TestGuestTrafficBehaviours(t *testing.T) {
 	guestutil.RequireGuest(t)
 	netnstest.EnterNew(t)
-	sh(t, "ip", "link", "set", "lo", "up")
+	netnstest.Run(t, "ip", "link", "set", "lo", "up")
 	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
 	guestutil.WriteSysctl(t, "net.ipv4.vs.conntrack", "1")
 	node := netip.MustParseAddr("192.168.1.10")
-	sh(t, "ip", "link", "add", "node0", "type", "dummy")
-	sh(t, "ip", "addr", "add", node.String()+"/32", "dev", "node0")
-	sh(t, "ip", "link", "set", "node0", "up")
-	sh(t, "ip", "link", "add", "kube-ipvs0", "type", "dummy")
+	netnstest.Run(t, "ip", "link", "add", "node0", "type", "dummy")
+	netnstest.Run(t, "ip", "addr", "add", node.String()+"/32", "dev", "node0")
+	netnstest.Run(t, "ip", "link", "set", "node0", "up")
+	netnstest.Run(t, "ip", "link", "add", "kube-ipvs0", "type", "dummy")
 
 	a := guestutil.NewPod(t, "a", netip.MustParseAddr("10.244.0.2"))   // the endpoint
 	b := guestutil.NewPod(t, "b", netip.MustParseAddr("10.244.0.3"))   // a pod client
@@ -165,13 +154,13 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	for _, svc := range []*v1.Service{lbCluster, lbLocal} {
 		st := proxy.BuildService(svc, []*discoveryv1.EndpointSlice{slice(svc.Name)}, pcfg)
 		for addr := range st.Bind {
-			sh(t, "ip", "addr", "add", addr.String()+"/32", "dev", "kube-ipvs0")
+			netnstest.Run(t, "ip", "addr", "add", addr.String()+"/32", "dev", "kube-ipvs0")
 		}
 		for key, vs := range st.VSes {
 			ap := netip.AddrPortFrom(key.Addr, key.Port).String()
-			sh(t, "ipvsadm", "-A", "-t", ap, "-s", "rr")
+			netnstest.Run(t, "ipvsadm", "-A", "-t", ap, "-s", "rr")
 			for rs := range vs.Reals {
-				sh(t, "ipvsadm", "-a", "-t", ap, "-r", netip.AddrPortFrom(rs.Addr, rs.Port).String(), "-m")
+				netnstest.Run(t, "ipvsadm", "-a", "-t", ap, "-r", netip.AddrPortFrom(rs.Addr, rs.Port).String(), "-m")
 			}
 		}
 		tracker.Update(model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}, firewall.ServiceEntries(st, cfg))
@@ -233,8 +222,8 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	expect(t, "pod c", c.AskTCP, "192.168.1.10:30081", "a 198.51.100.7")
 
 	// Under a DROP input policy the health-check node port is still accepted.
-	sh(t, "iptables", "-P", "INPUT", "DROP")
-	defer sh(t, "iptables", "-P", "INPUT", "ACCEPT")
+	netnstest.Run(t, "iptables", "-P", "INPUT", "DROP")
+	defer netnstest.Run(t, "iptables", "-P", "INPUT", "ACCEPT")
 	expect(t, "pod c", c.AskTCP, "192.168.1.10:32000", "health")
 	expect(t, "pod c", c.AskTCP, "192.168.1.10:9999", "timeout")
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
 // newKernel opens the real IPVS netlink interface; the test fails outside the guest.
@@ -70,11 +70,7 @@ func vipLink(t *testing.T, name string, vips ...netip.Addr) {
 // ipvsadm runs the tool users debug with and returns its output.
 func ipvsadm(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ipvsadm", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ipvsadm %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, "ipvsadm", args...)
 }
 
 // vsConns returns the cumulative connection count ipvsadm --stats shows for a TCP virtual

@@ -5,7 +5,6 @@ package e2e
 import (
 	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
 // Proofs that one Service's input cannot widen another's filter or cut the node off (the
@@ -47,11 +47,7 @@ func serveNode(t *testing.T, network, addr string) {
 // setMembers returns the `ipset list` output of one set.
 func setMembers(t *testing.T, set string) string {
 	t.Helper()
-	out, err := exec.Command("ipset", "list", set).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ipset list %s: %v\n%s", set, err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, "ipset", "list", set)
 }
 
 // Two LoadBalancer Services share one LB IP and port. The first (a/lb) wins; the loser
