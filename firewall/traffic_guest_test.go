@@ -4,7 +4,6 @@ package firewall_test
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"syscall"
@@ -23,48 +22,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
 	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
-
-// serveWho listens on TCP port in the pod and answers each connection with the pod's name
-// and the client address it sees, so a test can tell whether the source was masqueraded.
-func serveWho(t *testing.T, p *guestutil.Pod, port int) {
-	t.Helper()
-	var ln net.Listener
-	if err := p.Do(func() (err error) { ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port)); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			fmt.Fprintf(c, "%s %s\n", p.Name, host)
-			c.Close()
-		}
-	}()
-}
-
-// serveNode listens on the node (this namespace) on all addresses.
-func serveNode(t *testing.T, port int, name string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "%s\n", name)
-			c.Close()
-		}
-	}()
-}
 
 type asker func(netip.AddrPort) (string, error)
 
@@ -114,9 +71,9 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	b := guestutil.NewPod(t, "b", netip.MustParseAddr("10.244.0.3"))   // a pod client
 	c := guestutil.NewPod(t, "c", netip.MustParseAddr("198.51.100.7")) // outside, allowed
 	d := guestutil.NewPod(t, "d", netip.MustParseAddr("192.0.2.9"))    // outside, not allowed
-	serveWho(t, a, 8080)
-	serveNode(t, 9999, "node")
-	serveNode(t, 32000, "health")
+	a.ServeTCPWho(t, 8080, a.Name)
+	guestutil.ServeNode(t, "tcp", "0.0.0.0:9999", "node")
+	guestutil.ServeNode(t, "tcp", "0.0.0.0:32000", "health")
 
 	cfg := firewall.Config{IPv4: true, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, NodeIPs: []netip.Addr{node}}
 	pcfg := &proxy.Config{DefaultScheduler: "rr", NodeName: "node-a", NodeIPs: []netip.Addr{node}}
