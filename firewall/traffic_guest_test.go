@@ -56,15 +56,9 @@ func isTimeout(err error) bool {
 // keeping the client address, NodePort masquerade, and health-check node ports accepted
 // under a DROP input policy.
 func TestGuestTrafficBehaviours(t *testing.T) {
-	guestutil.RequireGuest(t)
-	netnstest.EnterNew(t)
-	netnstest.Run(t, "ip", "link", "set", "lo", "up")
-	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
-	guestutil.WriteSysctl(t, "net.ipv4.vs.conntrack", "1")
 	node := netip.MustParseAddr("192.168.1.10")
-	netnstest.Run(t, "ip", "link", "add", "node0", "type", "dummy")
-	netnstest.Run(t, "ip", "addr", "add", node.String()+"/32", "dev", "node0")
-	netnstest.Run(t, "ip", "link", "set", "node0", "up")
+	guestutil.EnterNode(t, node)
+	guestutil.WriteSysctl(t, "net.ipv4.vs.conntrack", "1")
 	netnstest.Run(t, "ip", "link", "add", "kube-ipvs0", "type", "dummy")
 
 	a := guestutil.NewPod(t, "a", netip.MustParseAddr("10.244.0.2"))   // the endpoint

@@ -42,17 +42,9 @@ type bench struct {
 
 func newBench(t *testing.T, backend iptables.Backend) *bench {
 	t.Helper()
-	guestutil.RequireGuest(t)
-	netnstest.EnterNew(t)
-	netnstest.Run(t, "ip", "link", "set", "lo", "up")
-	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
-	guestutil.WriteSysctl(t, "net.ipv6.conf.all.forwarding", "1")
-	netnstest.Run(t, "ip", "link", "add", "node0", "type", "dummy")
-	netnstest.Run(t, "ip", "addr", "add", guestNodeV4.String()+"/32", "dev", "node0")
-	netnstest.Run(t, "ip", "-6", "addr", "add", guestNodeV6.String()+"/128", "dev", "node0", "nodad")
-	netnstest.Run(t, "ip", "link", "set", "node0", "up")
-	netnstest.Run(t, "ip", "route", "add", "default", "dev", "node0")
-	netnstest.Run(t, "ip", "-6", "route", "add", "default", "dev", "node0")
+	guestutil.EnterNode(t, guestNodeV4, guestNodeV6)
+	netnstest.Run(t, "ip", "route", "add", "default", "dev", guestutil.NodeLink)
+	netnstest.Run(t, "ip", "-6", "route", "add", "default", "dev", guestutil.NodeLink)
 
 	p, err := New(iptables.OSExec{}, Config{Tools: iptables.Config{Backend: backend}, ClusterCIDRs: []netip.Prefix{
 		netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/64")}})
