@@ -114,7 +114,8 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 				netnstest.Run(t, "ipvsadm", "-a", "-t", ap, "-r", netip.AddrPortFrom(rs.Addr, rs.Port).String(), "-m")
 			}
 		}
-		tracker.Update(model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}, firewall.ServiceEntries(st, cfg))
+		tracker.UpdateMembers(map[model.ServiceName][]firewall.Member{
+			{Namespace: svc.Namespace, Name: svc.Name}: firewall.AppendMembers(nil, st, cfg)}, false)
 	}
 
 	// Before any rule: a node process on 0.0.0.0 answers on every VIP (the bug).
@@ -126,7 +127,7 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	}
 	defer k.Close()
 	sets := ipset.New(k)
-	if res := sets.Resync(firewall.Sets(cfg), tracker.Desired()); res.Err != nil || len(res.Errors) > 0 {
+	if res := sets.ResyncSets(firewall.Sets(cfg), tracker); res.Err != nil || len(res.Errors) > 0 {
 		t.Fatalf("ipset Resync: %v %v", res.Err, res.Errors)
 	}
 	rules := iptables.New(iptables.OSExec{}, iptables.Config{})
@@ -158,7 +159,8 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	lb2 := lbCluster.DeepCopy()
 	lb2.Spec.LoadBalancerSourceRanges = append(lb2.Spec.LoadBalancerSourceRanges, "192.168.1.0/24")
 	st := proxy.BuildService(lb2, []*discoveryv1.EndpointSlice{slice("web")}, pcfg)
-	add, del := tracker.Update(model.ServiceName{Namespace: "ns", Name: "web"}, firewall.ServiceEntries(st, cfg))
+	add, del := tracker.UpdateMembers(map[model.ServiceName][]firewall.Member{
+		{Namespace: "ns", Name: "web"}: firewall.AppendMembers(nil, st, cfg)}, true)
 	if res := sets.Apply(add); res.Writes != 2 || len(res.Errors) > 0 {
 		t.Errorf("adding one range: %+v (want 2 writes: the range and the node's source)", res)
 	}
