@@ -23,14 +23,13 @@ func unpack(ms []Member) map[SetName]map[Entry]bool {
 	return out
 }
 
-// pack turns the entries mapped to true into members, as AppendMembers would give them.
+// pack turns every entry of the map (as entries builds it) into a member, as AppendMembers
+// would give it.
 func pack(entries map[SetName]map[Entry]bool) []Member {
 	var ms []Member
 	for n, es := range entries {
-		for e, want := range es {
-			if want {
-				ms = append(ms, Member{Set: IDOf(n), Entry: e.Pack()})
-			}
+		for e := range es {
+			ms = append(ms, Member{Set: IDOf(n), Entry: e.Pack()})
 		}
 	}
 	return ms
