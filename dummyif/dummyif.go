@@ -17,7 +17,9 @@ package dummyif
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -72,12 +74,7 @@ func (r *Reconciler) Writes() uint64 { return r.writes.Load() }
 func (r *Reconciler) Addresses() []netip.Addr {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]netip.Addr, 0, len(r.bound))
-	for a := range r.bound {
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
-	return out
+	return slices.SortedFunc(maps.Keys(r.bound), netip.Addr.Compare)
 }
 
 // Bound returns a copy of the set of addresses the reconciler knows are bound (Addresses
@@ -85,11 +82,7 @@ func (r *Reconciler) Addresses() []netip.Addr {
 func (r *Reconciler) Bound() map[netip.Addr]bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[netip.Addr]bool, len(r.bound))
-	for a := range r.bound {
-		out[a] = true
-	}
-	return out
+	return maps.Clone(r.bound)
 }
 
 // EnsureLink creates the dummy link, down, if it is missing. A link of that name that is not

@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs/kube-ipvs/test/echoserver"
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
 )
 
@@ -256,16 +257,7 @@ func TestGuestBoundVIPIsLocalWithLinkDown(t *testing.T) {
 			t.Fatalf("listen on %s (a bound VIP must be a local address): %v", target, err)
 		}
 		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Write([]byte("node\n"))
-				c.Close()
-			}
-		}()
+		go func() { _ = echoserver.ServeTCP(ln, echoserver.Name("node"), nil) }()
 		if got, err := client.AskTCP(target); err != nil || got != "node" {
 			t.Errorf("pod to %s: %q, %v", target, got, err)
 		}

@@ -6,16 +6,18 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/oplog"
 )
 
 // FakeNetlink is an in-memory Netlink for tests. It answers as the kernel does (duplicate
 // and missing addresses, an IPv6 address present under another prefix length), logs every
-// call as one line, and can be told to fail.
+// call as one line (TakeOps returns them), and can be told to fail.
 type FakeNetlink struct {
+	oplog.Log
 	mu        sync.Mutex
 	links     map[string]*fakeLink
 	nextIndex int
-	ops       []string
 
 	// Fail, when set, is consulted before every call with the op name (the first word of the
 	// logged line: link, add-dummy, addr-list, addr-add, addr-del, link-del) and its argument
@@ -97,17 +99,8 @@ func (f *FakeNetlink) LinkType(name string) string {
 	return ""
 }
 
-// TakeOps returns the calls logged since the last TakeOps and clears the log.
-func (f *FakeNetlink) TakeOps() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ops := f.ops
-	f.ops = nil
-	return ops
-}
-
 func (f *FakeNetlink) call(op, arg, line string) error {
-	f.ops = append(f.ops, op+" "+line)
+	f.Record(op + " " + line)
 	if f.Fail != nil {
 		return f.Fail(op, arg)
 	}

@@ -1,47 +1,46 @@
-// Package firewall is the pure half of kube-ipvs' packet filtering: which ipsets exist, which
-// entries a Service puts in them, and the iptables rules that match those sets. It does no
-// I/O; package ipset puts the sets into the kernel and package iptables applies the rules.
+// Package firewall is the pure half of kube-ipvs' packet filtering in IPVS mode: which
+// ipsets exist (Sets), which entries each Service puts in them (AppendMembers), which
+// Service owns which entry (Tracker), and the iptables rules that match those sets
+// (RenderRules). It does no I/O: package ipset writes the sets, package iptables the rules.
 //
 // The rules are constant: RenderRules depends on the Config only, never on Services, so
 // their number and text are the same for one Service and for 100,000. Everything that
-// depends on Services is an ipset entry, and a Service change touches only its own entries
-// (see Tracker).
+// depends on Services is an ipset entry, and a Service change touches only its own entries.
 //
 // Sets are per family: an IPv4 set has the base name (KIPVS-CLUSTER-IP), its IPv6 twin the
 // suffix "-6" (KIPVS-CLUSTER-IP-6). The one port-only set (KIPVS-HEALTH-CHECK-NODE-PORT,
 // bitmap:port) has no family and serves both.
 //
-// # How the controller uses it, with packages ipset and iptables
+// # What runs
 //
-// Startup, once the informers have synced:
+// The IPVS mode's dataplane (dataplane/ipvsmode, firewall.go there) is the one caller. It
+// validates the Config once (RenderRules panics on an invalid one), keeps one Tracker, and
+// writes through one ipset.Reconciler and one iptables.Runner:
 //
-//	cfg := firewall.Config{ClusterCIDRs: ..., MasqueradeAll: ..., NodeIPs: ...}
-//	if err := cfg.Validate(); err != nil { ... }         // RenderRules panics otherwise
-//	k, err := ipset.NewKernel()                            // netlink, current network namespace
-//	sets := ipset.New(k)
-//	rules := iptables.New(iptables.OSExec{}, iptables.Config{Backend: flag}) // "" detects
-//	tracker := firewall.NewTracker()
-//	for each Service: tracker.Update(name, firewall.ServiceEntries(svc, st, cfg))
-//	sets.Resync(firewall.Sets(cfg), tracker.Desired()) // sets must exist before rules name them
-//	rules.Apply(firewall.RenderRules(cfg))
-//	then IPVS and kube-ipvs0 as today
+//   - Every sync (Apply), each changed Service's resolved state (from proxy.BuildService,
+//     without the virtual servers it lost to another Service) becomes packed members with
+//     AppendMembers and SortMembers; a Service whose members Tracker.Same finds unchanged is
+//     dropped. Before the IPVS writes, Tracker.UpdateMembers(staged, true) returns the net
+//     entries to add and to delete; the additions go to ipset.Reconciler.Apply, and
+//     iptables.Runner.Apply(RenderRules(cfg)) keeps the rules in place (running nothing
+//     unless their text changed). After the IPVS writes and the unbinding of addresses, the
+//     deletions go to ipset Apply, so no packet meets a virtual server whose entries are
+//     missing.
+//   - Every repair (at start, then every --sync-period), the node's addresses from the
+//     snapshot become Config.NodeIPs, every Service is staged (and those the Tracker knows
+//     but the snapshot lacks, as deleted), Tracker.UpdateMembers(staged, false) records them
+//     without computing changes, ipset.Reconciler.ResyncSets(Sets(cfg), tracker) makes the
+//     kernel hold exactly the defined sets with the Tracker's entries (reading the Tracker in
+//     place, as a DesiredSets), and then the rules are applied and repaired against
+//     iptables-save (Runner.Resync). Sets come first: the rules name them.
+//   - Every result reports the desired entry count, Tracker.Count summed over Sets(cfg).
 //
-// Each sync, for the changed Services (st from proxy.BuildService, nil when deleted):
+// Failed writes come back in the dataplane's result and are retried by the controller; ipset
+// Apply and ResyncSets write only what is still missing, so a retry repeats nothing that
+// worked.
 //
-//	add, del := tracker.UpdateMany(map of name -> firewall.ServiceEntries(svc, st, cfg))
-//	sets.Apply(add)                        // 1. new entries, so the new paths are open
-//	rules.Apply(firewall.RenderRules(cfg)) // 2. no process unless cfg changed
-//	IPVS and address changes               // 3.
-//	sets.Apply(del)                        // 4. old entries, after IPVS dropped their VSes
-//
-// Unchanged Services give empty Changes, and ipset.Apply of empty or already-applied Changes
-// makes no kernel call. On errors (Result.Errors, Result.Err) apply the same Changes again
-// later: only what is still missing is written.
-//
-// Every --sync-period: sets.Resync(firewall.Sets(cfg), tracker.Desired()) and rules.Resync().
-// Cleanup (leaving a node): rules.Cleanup() first, then sets.Cleanup() (the kernel refuses to
-// destroy a set an iptables rule references); `kube-ipvs cleanup` (package cleanup) keeps
-// that order.
-//
-// Strict ARP is not here: package sysctl sets arp_ignore and arp_announce.
+// Elsewhere only names and types are used: package ipset takes SetDef, Entry and Changes,
+// package modules asks Sets for the set types it must find kernel modules for, and the
+// scale bench reads set names. The iptables fallback mode (package iptproxy) has rules of
+// its own. Strict ARP is not here: package sysctl sets arp_ignore and arp_announce.
 package firewall

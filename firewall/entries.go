@@ -6,12 +6,13 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// ServiceEntries returns the set entries of one Service: for each set name, the entries it
-// must hold for this Service. st is the Service's resolved desired state: from
-// proxy.BuildService, without the virtual servers another Service won (the controller
-// strips those before the firewall sees the state, so a losing Service cannot widen the
-// winner's filters). Each virtual server's kind and the Service's policy come with it; a nil
-// st (a Service the proxy leaves alone, or a deleted one) has no entries.
+// AppendMembers appends the set entries of one Service to dst as packed members (set and
+// entry), in no order and possibly repeated: what Tracker.UpdateMembers takes. st is the
+// Service's resolved desired state: from proxy.BuildService, without the virtual servers
+// another Service won (the IPVS dataplane strips those before the firewall sees the state,
+// so a losing Service cannot widen the winner's filters). Each virtual server's kind and the
+// Service's policy come with it; a nil st (a Service the proxy leaves alone, or a deleted
+// one) has no entries.
 //
 // Entries of families cfg does not enable are left out (their sets do not exist). A source
 // range covering the whole family (0.0.0.0/0, ::/0) means no filtering for that family.
@@ -19,19 +20,6 @@ import (
 // Two Services may produce the same entry (a shared LB IP in SetVIPs, an endpoint behind two
 // Services in SetLoopBack): Tracker counts owners so that one leaving does not remove the
 // other's entry.
-func ServiceEntries(st *model.ServiceState, cfg Config) map[SetName]map[Entry]bool {
-	out := map[SetName]map[Entry]bool{}
-	serviceEntries(st, cfg, func(n SetName, e Entry) {
-		if out[n] == nil {
-			out[n] = map[Entry]bool{}
-		}
-		out[n][e] = true
-	})
-	return out
-}
-
-// AppendMembers appends the Service's entries (as ServiceEntries gives them) to dst as
-// packed members, in no order and possibly repeated: what Tracker.UpdateMembers takes.
 func AppendMembers(dst []Member, st *model.ServiceState, cfg Config) []Member {
 	serviceEntries(st, cfg, func(n SetName, e Entry) {
 		dst = append(dst, Member{Set: IDOf(n), Entry: e.Pack()})

@@ -120,7 +120,7 @@ func lines(m map[SetName]map[Entry]bool) []string {
 	return out
 }
 
-func TestServiceEntries(t *testing.T) {
+func TestAppendMembers(t *testing.T) {
 	nodeCfg := Config{NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.1.10")}}
 	cases := []struct {
 		name string
@@ -298,7 +298,7 @@ func TestServiceEntries(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ServiceEntries(resolved(tc.svc, tc.st), tc.cfg)
+			got := entriesOf(resolved(tc.svc, tc.st), tc.cfg)
 			if g := lines(got); !slices.Equal(g, tc.want) {
 				t.Errorf("entries:\n  got  %s\n  want %s", strings.Join(g, "\n       "), strings.Join(tc.want, "\n       "))
 			}
@@ -324,7 +324,7 @@ func TestServiceEntries(t *testing.T) {
 
 // From a real BuildService: the entries follow the desired state (ready endpoints only,
 // node IPs from the proxy config).
-func TestServiceEntriesFromBuildService(t *testing.T) {
+func TestAppendMembersFromBuildService(t *testing.T) {
 	svc := service(lbType("203.0.113.7"), func(s *v1.Service) { s.Spec.Ports[0].TargetPort.IntVal = 8080 })
 	ptr := func(s string) *string { return &s }
 	port, proto := int32(8080), v1.ProtocolTCP
@@ -348,7 +348,7 @@ func TestServiceEntriesFromBuildService(t *testing.T) {
 		"KIPVS-VIPS 10.0.0.1",
 		"KIPVS-VIPS 203.0.113.7",
 	}
-	if got := lines(ServiceEntries(st, Config{})); !slices.Equal(got, want) {
+	if got := lines(entriesOf(st, Config{})); !slices.Equal(got, want) {
 		t.Errorf("entries:\n  got  %v\n  want %v", got, want)
 	}
 }
@@ -362,7 +362,7 @@ func TestLegacyIPv4AddressAgreesWithBuildService(t *testing.T) {
 	if st.VSes[model.VSKey{Addr: netip.MustParseAddr("10.0.0.7"), Proto: model.TCP, Port: 80}] == nil {
 		t.Fatalf("BuildService made no virtual server for 010.000.0.7:80: %v", st.VSes)
 	}
-	if got := lines(ServiceEntries(st, Config{})); !slices.Contains(got, "KIPVS-VIPS 10.0.0.7") {
+	if got := lines(entriesOf(st, Config{})); !slices.Contains(got, "KIPVS-VIPS 10.0.0.7") {
 		t.Errorf("no VIP entry for the external IP 010.000.0.7: %v", got)
 	}
 }

@@ -1,34 +1,13 @@
 package firewall
 
 import (
-	"flag"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kube-ipvs/kube-ipvs/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./firewall -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the rendered rules (go test ./firewall -update rewrites it after review):\n--- got ---\n%s", path, got)
-	}
-}
 
 var dualStackCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
 
@@ -46,8 +25,8 @@ func TestRenderRulesGolden(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			v4, v6 := RenderRules(tc.cfg)
-			golden(t, tc.name+".v4.rules", v4)
-			golden(t, tc.name+".v6.rules", v6)
+			golden.Check(t, tc.name+".v4.rules", v4)
+			golden.Check(t, tc.name+".v6.rules", v6)
 		})
 	}
 }

@@ -82,7 +82,7 @@ func scaleService(i int) (*v1.Service, *discoveryv1.EndpointSlice) {
 }
 
 // expected counts the entries each set must hold for Services 0..n-1, from the Service
-// specs (not from ServiceEntries): one per port and address, as the issue demands.
+// specs (not from AppendMembers): one per port and address, as the issue demands.
 func expected(n int) map[firewall.SetName]int {
 	c := map[firewall.SetName]int{}
 	for i := range n {
@@ -164,12 +164,12 @@ func TestGuestRulesConstantFor2000Services(t *testing.T) {
 	// sync does what the controller does: entries for the changed Services, additions,
 	// rules, (IPVS would go here), deletions.
 	sync := func(svcs []*v1.Service, slices []*discoveryv1.EndpointSlice) (setWrites, ruleExecs int) {
-		updates := map[model.ServiceName]map[firewall.SetName]map[firewall.Entry]bool{}
+		updates := map[model.ServiceName][]firewall.Member{}
 		for i, svc := range svcs {
 			st := proxy.BuildService(svc, []*discoveryv1.EndpointSlice{slices[i]}, pcfg)
-			updates[model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}] = firewall.ServiceEntries(st, cfg)
+			updates[model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}] = firewall.AppendMembers(nil, st, cfg)
 		}
-		add, del := tracker.UpdateMany(updates)
+		add, del := tracker.UpdateMembers(updates, true)
 		r1 := sets.Apply(add)
 		v4, v6 := firewall.RenderRules(cfg)
 		r2 := rules.Apply(v4, v6)
@@ -233,8 +233,8 @@ func TestGuestRulesConstantFor2000Services(t *testing.T) {
 
 	// One Service deleted: exactly its entries go (the counts of n-1 Services), no rule.
 	last := svcs[n-1]
-	_, del1 := tracker.UpdateMany(map[model.ServiceName]map[firewall.SetName]map[firewall.Entry]bool{
-		{Namespace: last.Namespace, Name: last.Name}: nil})
+	_, del1 := tracker.UpdateMembers(map[model.ServiceName][]firewall.Member{
+		{Namespace: last.Namespace, Name: last.Name}: nil}, true)
 	if res := sets.Apply(del1); res.Err != nil || len(res.Errors) > 0 {
 		t.Fatalf("deleting one Service's entries: %v %v", res.Err, res.Errors)
 	}
@@ -244,11 +244,11 @@ func TestGuestRulesConstantFor2000Services(t *testing.T) {
 	}
 
 	// Every Service deleted: the sets empty out, the rules stay the same.
-	gone := map[model.ServiceName]map[firewall.SetName]map[firewall.Entry]bool{}
+	gone := map[model.ServiceName][]firewall.Member{}
 	for _, svc := range svcs {
 		gone[model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}] = nil
 	}
-	_, del := tracker.UpdateMany(gone)
+	_, del := tracker.UpdateMembers(gone, true)
 	if res := sets.Apply(del); res.Err != nil || len(res.Errors) > 0 {
 		t.Fatalf("deleting every entry: %v %v", res.Err, res.Errors)
 	}

@@ -11,15 +11,6 @@ import (
 // ipset.Reconciler.Apply takes.
 type Changes map[SetName]map[Entry]bool
 
-// Len is the number of entries in c.
-func (c Changes) Len() int {
-	n := 0
-	for _, m := range c {
-		n += len(m)
-	}
-	return n
-}
-
 func (c Changes) put(n SetName, e Entry, v bool) {
 	if c[n] == nil {
 		c[n] = map[Entry]bool{}
@@ -47,41 +38,18 @@ func NewTracker() *Tracker {
 	return &Tracker{service: map[model.ServiceName][]Member{}, owners: map[SetID]map[Packed]int32{}}
 }
 
-// Update records the Service's entries now (from ServiceEntries; nil or empty when it is
-// deleted or no longer proxied) and returns what the sets must gain (Add, all true) and lose
-// (Del, all false). A Service whose entries did not change yields two empty Changes.
+// UpdateMembers records the entries of the given Services now, each as the members
+// AppendMembers gives (in any order, duplicates allowed; nil or empty when the Service is
+// deleted or no longer proxied); the slices become the Tracker's. With withChanges it
+// returns what the sets must gain (add, all true) and lose (del, all false): the net effect
+// of all the Services together, so an entry that moves from one Service to another in the
+// same call is neither added nor deleted, and unchanged Services yield empty Changes. Apply
+// add before the IPVS changes and del after them, so no packet meets a virtual server whose
+// set entries are missing.
 //
-// Apply Add before the IPVS changes and Del after them, so no packet meets a virtual server
-// whose set entries are missing. For several Services in one sync use UpdateMany: an entry
-// that moves from one Service to another must be neither added nor deleted, which merging
-// the results of separate Updates would get wrong.
-func (t *Tracker) Update(name model.ServiceName, entries map[SetName]map[Entry]bool) (add, del Changes) {
-	return t.UpdateMany(map[model.ServiceName]map[SetName]map[Entry]bool{name: entries})
-}
-
-// UpdateMany is Update for several Services at once; the Changes are the net effect on
-// the sets.
-func (t *Tracker) UpdateMany(updates map[model.ServiceName]map[SetName]map[Entry]bool) (add, del Changes) {
-	members := make(map[model.ServiceName][]Member, len(updates))
-	for name, entries := range updates {
-		var ms []Member
-		for n, m := range entries {
-			id := IDOf(n)
-			for e, want := range m {
-				if want {
-					ms = append(ms, Member{Set: id, Entry: e.Pack()})
-				}
-			}
-		}
-		members[name] = ms
-	}
-	return t.UpdateMembers(members, true)
-}
-
-// UpdateMembers is UpdateMany with each Service's entries as members (AppendMembers), in any
-// order, duplicates allowed; the slices become the Tracker's. Without withChanges it only
-// records (the Changes are nil): a Resync follows, which compares everything anyway, and the
-// cold start of a large cluster need not hold every entry twice.
+// Without withChanges it only records (the Changes are nil): a repair follows, which
+// compares everything anyway, and the cold start of a large cluster need not hold every
+// entry twice.
 func (t *Tracker) UpdateMembers(updates map[model.ServiceName][]Member, withChanges bool) (add, del Changes) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -175,22 +143,6 @@ func (t *Tracker) Services() map[model.ServiceName]bool {
 	out := make(map[model.ServiceName]bool, len(t.service))
 	for name := range t.service {
 		out[name] = true
-	}
-	return out
-}
-
-// Desired returns every entry some Service wants, per set. Sets no Service uses are absent.
-// It copies everything: ipset Resync reads the Tracker itself (it is a DesiredSets).
-func (t *Tracker) Desired() map[SetName]map[Entry]bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[SetName]map[Entry]bool, len(t.owners))
-	for id, m := range t.owners {
-		c := make(map[Entry]bool, len(m))
-		for p := range m {
-			c[p.Entry()] = true
-		}
-		out[id.Name()] = c
 	}
 	return out
 }

@@ -50,32 +50,32 @@ func TestTrackerCountsOwners(t *testing.T) {
 		}
 	}
 
-	add, del := tr.Update(a, entries(SetVIPs, vip("10.0.0.1"), SetVIPs, vip("203.0.113.7")))
+	add, del := update(tr, a, entries(SetVIPs, vip("10.0.0.1"), SetVIPs, vip("203.0.113.7")))
 	check("a created", add, del, []string{"+KIPVS-VIPS 10.0.0.1", "+KIPVS-VIPS 203.0.113.7"}, nil)
 
-	add, del = tr.Update(a, entries(SetVIPs, vip("10.0.0.1"), SetVIPs, vip("203.0.113.7")))
+	add, del = update(tr, a, entries(SetVIPs, vip("10.0.0.1"), SetVIPs, vip("203.0.113.7")))
 	check("a unchanged", add, del, nil, nil)
-	if add.Len()+del.Len() != 0 {
+	if changesLen(add)+changesLen(del) != 0 {
 		t.Error("no change must yield empty Changes")
 	}
 
-	add, del = tr.Update(b, entries(SetVIPs, vip("10.0.0.2"), SetVIPs, vip("203.0.113.7")))
+	add, del = update(tr, b, entries(SetVIPs, vip("10.0.0.2"), SetVIPs, vip("203.0.113.7")))
 	check("b shares the LB IP", add, del, []string{"+KIPVS-VIPS 10.0.0.2"}, nil)
 
-	add, del = tr.Update(a, nil)
+	add, del = update(tr, a, nil)
 	check("a deleted: the shared LB IP stays for b", add, del, nil, []string{"-KIPVS-VIPS 10.0.0.1"})
 
-	add, del = tr.Update(b, entries(SetVIPs, vip("10.0.0.2")))
+	add, del = update(tr, b, entries(SetVIPs, vip("10.0.0.2")))
 	check("b drops the LB IP: now it goes", add, del, nil, []string{"-KIPVS-VIPS 203.0.113.7"})
 
-	if got := lines(tr.Desired()); !slices.Equal(got, []string{"KIPVS-VIPS 10.0.0.2"}) {
+	if got := lines(desired(tr)); !slices.Equal(got, []string{"KIPVS-VIPS 10.0.0.2"}) {
 		t.Errorf("Desired = %v", got)
 	}
 	if n := tr.Count(SetVIPs); n != 1 {
 		t.Errorf("Count = %d", n)
 	}
-	tr.Update(b, nil)
-	if d := tr.Desired(); len(d) != 0 {
+	update(tr, b, nil)
+	if d := desired(tr); len(d) != 0 {
 		t.Errorf("after every Service left, Desired = %v", lines(d))
 	}
 }
@@ -85,12 +85,12 @@ func TestTrackerChangeTouchesOnlyThatService(t *testing.T) {
 	tr := NewTracker()
 	for i := range 500 {
 		e := Entry{IP: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Proto: model.TCP, Port: 80}
-		tr.Update(model.ServiceName{Namespace: "ns", Name: "s" + e.IP.String()}, entries(SetClusterIP, e))
+		update(tr, model.ServiceName{Namespace: "ns", Name: "s" + e.IP.String()}, entries(SetClusterIP, e))
 	}
 	name := model.ServiceName{Namespace: "ns", Name: "s10.0.0.7"}
 	old := Entry{IP: netip.MustParseAddr("10.0.0.7"), Proto: model.TCP, Port: 80}
 	now := Entry{IP: netip.MustParseAddr("10.0.0.7"), Proto: model.TCP, Port: 443}
-	add, del := tr.Update(name, entries(SetClusterIP, now))
+	add, del := update(tr, name, entries(SetClusterIP, now))
 	if g := changeLines(add); !slices.Equal(g, []string{"+KIPVS-CLUSTER-IP 10.0.0.7,tcp:443"}) {
 		t.Errorf("add %v", g)
 	}
@@ -104,12 +104,12 @@ func TestTrackerChangeTouchesOnlyThatService(t *testing.T) {
 
 // An entry that moves from one Service to another in one sync is neither added nor
 // deleted; separate Updates would report it as both.
-func TestTrackerUpdateManyNetsMoves(t *testing.T) {
+func TestTrackerUpdateMembersNetsMoves(t *testing.T) {
 	tr := NewTracker()
 	a, b := model.ServiceName{Namespace: "ns", Name: "a"}, model.ServiceName{Namespace: "ns", Name: "b"}
 	lb := vip("203.0.113.7")
-	tr.Update(a, entries(SetVIPs, lb, SetVIPs, vip("10.0.0.1")))
-	add, del := tr.UpdateMany(map[model.ServiceName]map[SetName]map[Entry]bool{
+	update(tr, a, entries(SetVIPs, lb, SetVIPs, vip("10.0.0.1")))
+	add, del := updateMany(tr, map[model.ServiceName]map[SetName]map[Entry]bool{
 		a: entries(SetVIPs, vip("10.0.0.1")),
 		b: entries(SetVIPs, lb, SetVIPs, vip("10.0.0.2")),
 	})
@@ -119,7 +119,7 @@ func TestTrackerUpdateManyNetsMoves(t *testing.T) {
 	if g := changeLines(del); len(g) != 0 {
 		t.Errorf("del %v", g)
 	}
-	if got := lines(tr.Desired()); !slices.Equal(got, []string{"KIPVS-VIPS 10.0.0.1", "KIPVS-VIPS 10.0.0.2", "KIPVS-VIPS 203.0.113.7"}) {
+	if got := lines(desired(tr)); !slices.Equal(got, []string{"KIPVS-VIPS 10.0.0.1", "KIPVS-VIPS 10.0.0.2", "KIPVS-VIPS 203.0.113.7"}) {
 		t.Errorf("Desired = %v", got)
 	}
 }

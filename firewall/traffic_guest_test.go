@@ -4,11 +4,8 @@ package firewall_test
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -25,57 +22,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
 	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
-
-func sh(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// serveWho listens on TCP port in the pod and answers each connection with the pod's name
-// and the client address it sees, so a test can tell whether the source was masqueraded.
-func serveWho(t *testing.T, p *guestutil.Pod, port int) {
-	t.Helper()
-	var ln net.Listener
-	if err := p.Do(func() (err error) { ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port)); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			fmt.Fprintf(c, "%s %s\n", p.Name, host)
-			c.Close()
-		}
-	}()
-}
-
-// serveNode listens on the node (this namespace) on all addresses.
-func serveNode(t *testing.T, port int, name string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "%s\n", name)
-			c.Close()
-		}
-	}()
-}
 
 type asker func(netip.AddrPort) (string, error)
 
@@ -110,24 +56,18 @@ func isTimeout(err error) bool {
 // keeping the client address, NodePort masquerade, and health-check node ports accepted
 // under a DROP input policy.
 func TestGuestTrafficBehaviours(t *testing.T) {
-	guestutil.RequireGuest(t)
-	netnstest.EnterNew(t)
-	sh(t, "ip", "link", "set", "lo", "up")
-	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
-	guestutil.WriteSysctl(t, "net.ipv4.vs.conntrack", "1")
 	node := netip.MustParseAddr("192.168.1.10")
-	sh(t, "ip", "link", "add", "node0", "type", "dummy")
-	sh(t, "ip", "addr", "add", node.String()+"/32", "dev", "node0")
-	sh(t, "ip", "link", "set", "node0", "up")
-	sh(t, "ip", "link", "add", "kube-ipvs0", "type", "dummy")
+	guestutil.EnterNode(t, node)
+	guestutil.WriteSysctl(t, "net.ipv4.vs.conntrack", "1")
+	netnstest.Run(t, "ip", "link", "add", "kube-ipvs0", "type", "dummy")
 
 	a := guestutil.NewPod(t, "a", netip.MustParseAddr("10.244.0.2"))   // the endpoint
 	b := guestutil.NewPod(t, "b", netip.MustParseAddr("10.244.0.3"))   // a pod client
 	c := guestutil.NewPod(t, "c", netip.MustParseAddr("198.51.100.7")) // outside, allowed
 	d := guestutil.NewPod(t, "d", netip.MustParseAddr("192.0.2.9"))    // outside, not allowed
-	serveWho(t, a, 8080)
-	serveNode(t, 9999, "node")
-	serveNode(t, 32000, "health")
+	a.ServeTCPWho(t, 8080, a.Name)
+	guestutil.ServeNode(t, "tcp", "0.0.0.0:9999", "node")
+	guestutil.ServeNode(t, "tcp", "0.0.0.0:32000", "health")
 
 	cfg := firewall.Config{IPv4: true, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, NodeIPs: []netip.Addr{node}}
 	pcfg := &proxy.Config{DefaultScheduler: "rr", NodeName: "node-a", NodeIPs: []netip.Addr{node}}
@@ -165,16 +105,17 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	for _, svc := range []*v1.Service{lbCluster, lbLocal} {
 		st := proxy.BuildService(svc, []*discoveryv1.EndpointSlice{slice(svc.Name)}, pcfg)
 		for addr := range st.Bind {
-			sh(t, "ip", "addr", "add", addr.String()+"/32", "dev", "kube-ipvs0")
+			netnstest.Run(t, "ip", "addr", "add", addr.String()+"/32", "dev", "kube-ipvs0")
 		}
 		for key, vs := range st.VSes {
 			ap := netip.AddrPortFrom(key.Addr, key.Port).String()
-			sh(t, "ipvsadm", "-A", "-t", ap, "-s", "rr")
+			netnstest.Run(t, "ipvsadm", "-A", "-t", ap, "-s", "rr")
 			for rs := range vs.Reals {
-				sh(t, "ipvsadm", "-a", "-t", ap, "-r", netip.AddrPortFrom(rs.Addr, rs.Port).String(), "-m")
+				netnstest.Run(t, "ipvsadm", "-a", "-t", ap, "-r", netip.AddrPortFrom(rs.Addr, rs.Port).String(), "-m")
 			}
 		}
-		tracker.Update(model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}, firewall.ServiceEntries(st, cfg))
+		tracker.UpdateMembers(map[model.ServiceName][]firewall.Member{
+			{Namespace: svc.Namespace, Name: svc.Name}: firewall.AppendMembers(nil, st, cfg)}, false)
 	}
 
 	// Before any rule: a node process on 0.0.0.0 answers on every VIP (the bug).
@@ -186,7 +127,7 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	}
 	defer k.Close()
 	sets := ipset.New(k)
-	if res := sets.Resync(firewall.Sets(cfg), tracker.Desired()); res.Err != nil || len(res.Errors) > 0 {
+	if res := sets.ResyncSets(firewall.Sets(cfg), tracker); res.Err != nil || len(res.Errors) > 0 {
 		t.Fatalf("ipset Resync: %v %v", res.Err, res.Errors)
 	}
 	rules := iptables.New(iptables.OSExec{}, iptables.Config{})
@@ -218,7 +159,8 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	lb2 := lbCluster.DeepCopy()
 	lb2.Spec.LoadBalancerSourceRanges = append(lb2.Spec.LoadBalancerSourceRanges, "192.168.1.0/24")
 	st := proxy.BuildService(lb2, []*discoveryv1.EndpointSlice{slice("web")}, pcfg)
-	add, del := tracker.Update(model.ServiceName{Namespace: "ns", Name: "web"}, firewall.ServiceEntries(st, cfg))
+	add, del := tracker.UpdateMembers(map[model.ServiceName][]firewall.Member{
+		{Namespace: "ns", Name: "web"}: firewall.AppendMembers(nil, st, cfg)}, true)
 	if res := sets.Apply(add); res.Writes != 2 || len(res.Errors) > 0 {
 		t.Errorf("adding one range: %+v (want 2 writes: the range and the node's source)", res)
 	}
@@ -233,8 +175,8 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	expect(t, "pod c", c.AskTCP, "192.168.1.10:30081", "a 198.51.100.7")
 
 	// Under a DROP input policy the health-check node port is still accepted.
-	sh(t, "iptables", "-P", "INPUT", "DROP")
-	defer sh(t, "iptables", "-P", "INPUT", "ACCEPT")
+	netnstest.Run(t, "iptables", "-P", "INPUT", "DROP")
+	defer netnstest.Run(t, "iptables", "-P", "INPUT", "ACCEPT")
 	expect(t, "pod c", c.AskTCP, "192.168.1.10:32000", "health")
 	expect(t, "pod c", c.AskTCP, "192.168.1.10:9999", "timeout")
 }

@@ -10,25 +10,20 @@ package healthcheck
 
 import (
 	"context"
-	"errors"
-	"net"
 	"net/http"
 	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/httpserve"
 )
 
 // ListenFunc opens a listener; net.Listen is the default. Tests inject their own.
-type ListenFunc func(network, addr string) (net.Listener, error)
+type ListenFunc = httpserve.ListenFunc
 
 // Option configures a ProxyHealth or a ServiceHealth.
-type Option func(*options)
+type Option func(*httpserve.Hooks)
 
-type options struct {
-	now    func() time.Time
-	listen ListenFunc
-}
-
-func buildOptions(opts []Option) options {
-	o := options{now: time.Now, listen: net.Listen}
+func buildOptions(opts []Option) httpserve.Hooks {
+	o := httpserve.DefaultHooks()
 	for _, f := range opts {
 		f(&o)
 	}
@@ -37,24 +32,13 @@ func buildOptions(opts []Option) options {
 
 // WithClock replaces time.Now.
 func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		if now != nil {
-			o.now = now
-		}
-	}
+	return func(o *httpserve.Hooks) { o.SetNow(now) }
 }
 
 // WithListen replaces net.Listen for every listener opened.
 func WithListen(listen ListenFunc) Option {
-	return func(o *options) {
-		if listen != nil {
-			o.listen = listen
-		}
-	}
+	return func(o *httpserve.Hooks) { o.SetListen(listen) }
 }
-
-// shutdownGrace bounds how long Serve waits for in-flight requests when its context ends.
-const shutdownGrace = 5 * time.Second
 
 func newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
@@ -69,27 +53,5 @@ func newHTTPServer(h http.Handler) *http.Server {
 // serve listens on addr and serves h until ctx ends, then shuts down gracefully. It returns
 // nil after a shutdown caused by ctx, and the error when listening or serving fails.
 func serve(ctx context.Context, listen ListenFunc, addr string, h http.Handler) error {
-	ln, err := listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := newHTTPServer(h)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		// Serve never returns nil; anything but ErrServerClosed is a real failure.
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
-	}
-	<-done
-	return nil
+	return httpserve.Serve(ctx, listen, addr, newHTTPServer(h))
 }

@@ -45,7 +45,7 @@ func NewProxyHealth(syncPeriod time.Duration, opts ...Option) *ProxyHealth {
 		syncPeriod = 30 * time.Second
 	}
 	o := buildOptions(opts)
-	return &ProxyHealth{now: o.now, listen: o.listen, timeout: 2 * syncPeriod}
+	return &ProxyHealth{now: o.Now, listen: o.Listen, timeout: 2 * syncPeriod}
 }
 
 // FullSyncTook records how long the last full sync (the periodic repair) took. A change
@@ -66,9 +66,15 @@ func (h *ProxyHealth) QueuedUpdate(t time.Time) {
 	if h.oldestPending.IsZero() || t.Before(h.oldestPending) {
 		h.oldestPending = t
 	}
-	if t.After(h.newestQueued) {
-		h.newestQueued = t
+	h.newestQueued = later(h.newestQueued, t)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
+	return a
 }
 
 // Updated records a successful sync that applied every change queued up to t; t should be
@@ -79,9 +85,7 @@ func (h *ProxyHealth) Updated(t time.Time) {
 	defer h.mu.Unlock()
 	h.attempted = true
 	h.lastFailed = false
-	if t.After(h.lastUpdated) {
-		h.lastUpdated = t
-	}
+	h.lastUpdated = later(h.lastUpdated, t)
 	switch {
 	case !h.newestQueued.After(t):
 		h.oldestPending, h.newestQueued = time.Time{}, time.Time{}
@@ -102,9 +106,7 @@ func (h *ProxyHealth) SyncFailed(t time.Time) {
 	if h.oldestPending.IsZero() {
 		h.oldestPending = t
 	}
-	if t.After(h.newestQueued) {
-		h.newestQueued = t
-	}
+	h.newestQueued = later(h.newestQueued, t)
 }
 
 // SyncNode records this proxy's Node: it is ineligible for load-balancer traffic (/healthz

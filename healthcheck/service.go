@@ -43,7 +43,7 @@ func NewServiceHealth(proxyHealthy func() bool, opts ...Option) *ServiceHealth {
 		proxyHealthy = func() bool { return true }
 	}
 	return &ServiceHealth{
-		listen:       o.listen,
+		listen:       o.Listen,
 		proxyHealthy: proxyHealthy,
 		servers:      map[model.ServiceName]*svcServer{},
 		endpoints:    map[model.ServiceName]int{},

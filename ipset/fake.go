@@ -2,21 +2,24 @@ package ipset
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/internal/oplog"
 )
 
 // FakeKernel is an in-memory Kernel for tests. It answers as the kernel does (missing and
 // existing sets, full sets, entries of the wrong kind, swaps only between sets of one type
-// and family, no destroying a referenced set), logs every call as one line, and can be told
-// to fail.
+// and family, no destroying a referenced set), logs every call as one line (TakeOps returns
+// them), and can be told to fail.
 type FakeKernel struct {
+	oplog.Log
 	mu   sync.Mutex
 	sets map[firewall.SetName]*fakeSet
-	ops  []string
 
 	// Fail, when set, is consulted before every call with the op name (the first word of
 	// the logged line: list-headers, list, create, destroy, swap, add, del) and the set
@@ -66,12 +69,7 @@ func (f *FakeKernel) SetReferences(n firewall.SetName, refs uint32) {
 func (f *FakeKernel) Names() []firewall.SetName {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]firewall.SetName, 0, len(f.sets))
-	for n := range f.sets {
-		out = append(out, n)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return slices.Sorted(maps.Keys(f.sets))
 }
 
 // Get returns a set's spec and its entries rendered and sorted; ok is false when absent.
@@ -88,17 +86,8 @@ func (f *FakeKernel) Get(n firewall.SetName) (spec Spec, entries []string, ok bo
 	return s.spec, entries, true
 }
 
-// TakeOps returns the calls logged since the last TakeOps and clears the log.
-func (f *FakeKernel) TakeOps() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ops := f.ops
-	f.ops = nil
-	return ops
-}
-
 func (f *FakeKernel) call(op string, name firewall.SetName, line string) error {
-	f.ops = append(f.ops, strings.TrimSpace(op+" "+line))
+	f.Record(strings.TrimSpace(op + " " + line))
 	if f.Fail != nil {
 		return f.Fail(op, name)
 	}

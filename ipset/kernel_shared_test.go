@@ -33,11 +33,7 @@ func newKernel(t *testing.T) *NetlinkKernel {
 // wrote with the tool operators use.
 func ipsetTool(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ipset", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ipset %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, "ipset", args...)
 }
 
 // samples returns entries of every kind a set of that definition holds.

@@ -126,22 +126,27 @@ func appendSetName(b []byte, n firewall.SetName) []byte {
 	return nlcodec.AppendString(b, nl.IPSET_ATTR_SETNAME, string(n))
 }
 
+// nfprotos pairs each set family with its netfilter protocol number, read both ways;
+// anything else is AnyFamily, NFPROTO_UNSPEC (a bitmap:port set).
+var nfprotos = [...]struct {
+	family firewall.Family
+	proto  uint8
+}{{firewall.IPv4, unix.NFPROTO_IPV4}, {firewall.IPv6, unix.NFPROTO_IPV6}}
+
 func nfproto(f firewall.Family) uint8 {
-	switch f {
-	case firewall.IPv4:
-		return unix.NFPROTO_IPV4
-	case firewall.IPv6:
-		return unix.NFPROTO_IPV6
+	for _, e := range nfprotos {
+		if e.family == f {
+			return e.proto
+		}
 	}
 	return unix.NFPROTO_UNSPEC
 }
 
 func familyOf(p uint8) firewall.Family {
-	switch p {
-	case unix.NFPROTO_IPV4:
-		return firewall.IPv4
-	case unix.NFPROTO_IPV6:
-		return firewall.IPv6
+	for _, e := range nfprotos {
+		if e.proto == p {
+			return e.family
+		}
 	}
 	return firewall.AnyFamily
 }

@@ -38,6 +38,16 @@ func want(pairs ...any) map[firewall.SetName]map[firewall.Entry]bool {
 	return m
 }
 
+// members packs set and entry pairs as firewall.AppendMembers does, for
+// Tracker.UpdateMembers.
+func members(pairs ...any) []firewall.Member {
+	var ms []firewall.Member
+	for i := 0; i < len(pairs); i += 2 {
+		ms = append(ms, firewall.Member{Set: firewall.IDOf(pairs[i].(firewall.SetName)), Entry: pairs[i+1].(firewall.Entry).Pack()})
+	}
+	return ms
+}
+
 func changes(add bool, pairs ...any) firewall.Changes {
 	c := firewall.Changes{}
 	for n, es := range want(pairs...) {
@@ -406,11 +416,13 @@ func TestResyncSetsFromTheTrackerIntoExistingSets(t *testing.T) {
 	f := NewFakeKernel()
 	tr := firewall.NewTracker()
 	svc := model.ServiceName{Namespace: "ns", Name: "web"}
-	tr.Update(svc, want(defIPPort.Name, ipp("10.0.0.1", 80), defIPPort.Name, ipp("10.0.0.2", 80), defVIPs6.Name, ip("fd00::1")))
+	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{
+		svc: members(defIPPort.Name, ipp("10.0.0.1", 80), defIPPort.Name, ipp("10.0.0.2", 80), defVIPs6.Name, ip("fd00::1"))}, false)
 	checkRes(t, New(f).ResyncSets(testDefs, tr), 5) // three creates, two adds
 
 	// The kernel now has one entry too many and one too few; a new reconciler adopts it.
-	tr.Update(svc, want(defIPPort.Name, ipp("10.0.0.1", 80), defIPPort.Name, ipp("10.0.0.3", 80), defVIPs6.Name, ip("fd00::1")))
+	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{
+		svc: members(defIPPort.Name, ipp("10.0.0.1", 80), defIPPort.Name, ipp("10.0.0.3", 80), defVIPs6.Name, ip("fd00::1"))}, false)
 	done := make(chan Result, 1)
 	go func() { done <- New(f).ResyncSets(testDefs, tr) }()
 	select {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/oplog"
 )
 
 // FakeExec emulates iptables-{legacy,nft}-{save,restore} and their ip6tables twins in
@@ -15,11 +17,13 @@ import (
 // declarations (which create or flush a chain), -A, -I, -D, -F, -X and COMMIT, and fails
 // like the real tool (unknown chain, deleting a missing rule, deleting a chain still
 // referenced or not empty, a jump to a missing chain) with "line N failed". Like the real
-// -save, it shows a REJECT rule with its default --reject-with. Every Run is logged.
+// -save, it shows a REJECT rule with its default --reject-with. Every Run is logged, and
+// TakeOps returns the log: "name args...", then the stdin of a restore indented by two
+// spaces, line by line.
 type FakeExec struct {
+	oplog.Log
 	mu     sync.Mutex
 	state  map[string]*Ruleset // "iptables-nft" -> tables
-	ops    []string
 	absent map[string]bool
 
 	// Fail, when set, is consulted before every Run with the tool name; a non-nil error is
@@ -39,16 +43,6 @@ func (f *FakeExec) Uninstall(names ...string) {
 	for _, n := range names {
 		f.absent[n] = true
 	}
-}
-
-// TakeOps returns the runs logged since the last TakeOps ("name args...", then the stdin
-// of a restore indented by two spaces, line by line) and clears the log.
-func (f *FakeExec) TakeOps() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ops := f.ops
-	f.ops = nil
-	return ops
 }
 
 // Load restores text into a tool's tables directly (as --noflush), without logging.
@@ -80,10 +74,10 @@ func (f *FakeExec) LookPath(name string) (string, error) {
 func (f *FakeExec) Run(stdin []byte, name string, args ...string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.ops = append(f.ops, strings.TrimSpace(name+" "+strings.Join(args, " ")))
+	f.Record(strings.TrimSpace(name + " " + strings.Join(args, " ")))
 	for _, l := range strings.Split(strings.TrimRight(string(stdin), "\n"), "\n") {
 		if stdin != nil {
-			f.ops = append(f.ops, "  "+l)
+			f.Record("  " + l)
 		}
 	}
 	if f.Fail != nil {

@@ -4,7 +4,6 @@ package iptables
 // test creates) and the guest (kernel_guest_test.go, Debian's kernel).
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -12,15 +11,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/ipset"
 	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
-
-func sh(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 // makeSets creates every set the rules of cfg reference, empty, through package ipset.
 func makeSets(t *testing.T, cfg firewall.Config) *ipset.Reconciler {
@@ -97,8 +87,8 @@ func testBackendOnKernel(t *testing.T, b Backend) {
 	if res.Err != nil || res.Restores != 2 {
 		t.Fatalf("Apply on %s: %+v", b, res)
 	}
-	save4 := sh(t, "iptables-"+string(b)+"-save")
-	save6 := sh(t, "ip6tables-"+string(b)+"-save")
+	save4 := netnstest.Run(t, "iptables-"+string(b)+"-save")
+	save6 := netnstest.Run(t, "ip6tables-"+string(b)+"-save")
 	checkOurs(t, "iptables", v4, save4)
 	checkOurs(t, "ip6tables", v6, save6)
 	if res := run.Apply(v4, v6); res.Execs != 0 {
@@ -109,14 +99,14 @@ func testBackendOnKernel(t *testing.T, b Backend) {
 	}
 
 	// Drift: a foreign rule before our jump, one of our chains flushed.
-	sh(t, "iptables-"+string(b), "-I", "INPUT", "1", "-s", "192.0.2.1", "-j", "DROP")
-	sh(t, "ip6tables-"+string(b), "-t", "nat", "-F", "KIPVS-SERVICES")
+	netnstest.Run(t, "iptables-"+string(b), "-I", "INPUT", "1", "-s", "192.0.2.1", "-j", "DROP")
+	netnstest.Run(t, "ip6tables-"+string(b), "-t", "nat", "-F", "KIPVS-SERVICES")
 	if res := run.Resync(); res.Err != nil || res.Restores != 2 {
 		t.Fatalf("Resync after drift: %+v", res)
 	}
-	save4 = sh(t, "iptables-"+string(b)+"-save")
+	save4 = netnstest.Run(t, "iptables-"+string(b)+"-save")
 	checkOurs(t, "iptables", v4, save4)
-	checkOurs(t, "ip6tables", v6, sh(t, "ip6tables-"+string(b)+"-save"))
+	checkOurs(t, "ip6tables", v6, netnstest.Run(t, "ip6tables-"+string(b)+"-save"))
 	if in := ParseSave([]byte(save4)).Table("filter").Rules["INPUT"]; len(in) != 2 || in[1] != "-s 192.0.2.1/32 -j DROP" {
 		t.Errorf("INPUT after Resync: %q", in)
 	}
@@ -129,11 +119,11 @@ func testBackendOnKernel(t *testing.T, b Backend) {
 		t.Fatalf("Cleanup: %v", res.Err)
 	}
 	for _, tool := range []string{"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save", "ip6tables-nft-save"} {
-		if out := sh(t, tool); strings.Contains(out, "KIPVS-") {
+		if out := netnstest.Run(t, tool); strings.Contains(out, "KIPVS-") {
 			t.Errorf("%s after Cleanup:\n%s", tool, out)
 		}
 	}
-	if !strings.Contains(sh(t, "iptables-"+string(b)+"-save"), "-A INPUT -s 192.0.2.1/32 -j DROP") {
+	if !strings.Contains(netnstest.Run(t, "iptables-"+string(b)+"-save"), "-A INPUT -s 192.0.2.1/32 -j DROP") {
 		t.Error("Cleanup removed a foreign rule")
 	}
 	if res := sets.Cleanup(); res.Err != nil || len(res.Errors) > 0 {
@@ -147,12 +137,12 @@ func testDetectOnKernel(t *testing.T) {
 	if b, err := New(OSExec{}, Config{}).Backend(); err != nil || b != NFT {
 		t.Errorf("fresh namespace: %q, %v; want nft", b, err)
 	}
-	sh(t, "iptables-legacy", "-A", "INPUT", "-s", "192.0.2.1", "-j", "ACCEPT")
+	netnstest.Run(t, "iptables-legacy", "-A", "INPUT", "-s", "192.0.2.1", "-j", "ACCEPT")
 	if b, err := New(OSExec{}, Config{}).Backend(); err != nil || b != Legacy {
 		t.Errorf("with a legacy rule: %q, %v; want legacy", b, err)
 	}
-	sh(t, "iptables-nft", "-A", "INPUT", "-s", "192.0.2.1", "-j", "ACCEPT")
-	sh(t, "ip6tables-nft", "-A", "INPUT", "-s", "2001:db8::1", "-j", "ACCEPT")
+	netnstest.Run(t, "iptables-nft", "-A", "INPUT", "-s", "192.0.2.1", "-j", "ACCEPT")
+	netnstest.Run(t, "ip6tables-nft", "-A", "INPUT", "-s", "2001:db8::1", "-j", "ACCEPT")
 	if b, err := New(OSExec{}, Config{}).Backend(); err != nil || b != NFT {
 		t.Errorf("with more nft rules: %q, %v; want nft", b, err)
 	}

@@ -2,12 +2,9 @@ package iptproxy
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,27 +14,8 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./iptproxy -update creates it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (go test ./iptproxy -update rewrites it after review):\n--- got ---\n%s", path, got)
-	}
-}
 
 var (
 	nodeV4      = netip.MustParseAddr("192.168.1.10")
@@ -116,7 +94,7 @@ func TestGoldenStaticChains(t *testing.T) {
 			if r := p.Resync(); r.Err != nil {
 				t.Fatal(r.Err)
 			}
-			golden(t, tc.name+".ops", ops(fx))
+			golden.Check(t, tc.name+".ops", ops(fx))
 		})
 	}
 }
@@ -162,7 +140,7 @@ func TestGoldenServiceKinds(t *testing.T) {
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}
-			golden(t, tc.name+".ops", ops(fx))
+			golden.Check(t, tc.name+".ops", ops(fx))
 			converged(t, p, fx)
 		})
 	}

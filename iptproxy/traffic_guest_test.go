@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,15 +25,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
 	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
-
-func sh(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 var (
 	guestNodeV4 = netip.MustParseAddr("192.168.1.10")
@@ -52,17 +42,9 @@ type bench struct {
 
 func newBench(t *testing.T, backend iptables.Backend) *bench {
 	t.Helper()
-	guestutil.RequireGuest(t)
-	netnstest.EnterNew(t)
-	sh(t, "ip", "link", "set", "lo", "up")
-	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
-	guestutil.WriteSysctl(t, "net.ipv6.conf.all.forwarding", "1")
-	sh(t, "ip", "link", "add", "node0", "type", "dummy")
-	sh(t, "ip", "addr", "add", guestNodeV4.String()+"/32", "dev", "node0")
-	sh(t, "ip", "-6", "addr", "add", guestNodeV6.String()+"/128", "dev", "node0", "nodad")
-	sh(t, "ip", "link", "set", "node0", "up")
-	sh(t, "ip", "route", "add", "default", "dev", "node0")
-	sh(t, "ip", "-6", "route", "add", "default", "dev", "node0")
+	guestutil.EnterNode(t, guestNodeV4, guestNodeV6)
+	netnstest.Run(t, "ip", "route", "add", "default", "dev", guestutil.NodeLink)
+	netnstest.Run(t, "ip", "-6", "route", "add", "default", "dev", guestutil.NodeLink)
 
 	p, err := New(iptables.OSExec{}, Config{Tools: iptables.Config{Backend: backend}, ClusterCIDRs: []netip.Prefix{
 		netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/64")}})
@@ -271,7 +253,7 @@ func TestGuestEndpointChangeFollowed(t *testing.T) {
 	if r := b.p.Open(); r.Err != nil || r.Restores != 1 || r.Entries != 0 {
 		t.Errorf("deletion: %+v", r)
 	}
-	if s := sh(t, "iptables-save"); strings.Contains(s, "ns/web") {
+	if s := netnstest.Run(t, "iptables-save"); strings.Contains(s, "ns/web") {
 		t.Errorf("rules of the deleted Service remain:\n%s", s)
 	}
 	b.resyncClean()

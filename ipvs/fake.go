@@ -6,16 +6,17 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/oplog"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
 // FakeKernel is an in-memory Kernel for tests. It answers as the kernel does (errors for
 // duplicates and missing objects, HASHED added to every service's flags), logs every call as
-// one line, and can be told to fail.
+// one line (TakeOps returns them), and can be told to fail.
 type FakeKernel struct {
+	oplog.Log
 	mu   sync.Mutex
 	vses map[model.VSKey]*model.VirtualServer
-	ops  []string
 
 	// Fail, when set, is consulted before every call with the op name (the first word of
 	// the logged line: list, get, new-service, update-service, del-service, new-dest,
@@ -64,15 +65,6 @@ func NewFakeKernel() *FakeKernel {
 	return &FakeKernel{vses: map[model.VSKey]*model.VirtualServer{}}
 }
 
-// TakeOps returns the calls logged since the last TakeOps and clears the log.
-func (f *FakeKernel) TakeOps() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ops := f.ops
-	f.ops = nil
-	return ops
-}
-
 // Put sets a virtual server in the fake kernel directly, without logging a call: to set up
 // state that someone else created.
 func (f *FakeKernel) Put(vs *model.VirtualServer) {
@@ -109,7 +101,7 @@ func (f *FakeKernel) Dump() string {
 }
 
 func (f *FakeKernel) call(op string, key model.VSKey, line string) error {
-	f.ops = append(f.ops, strings.TrimSpace(op+" "+line))
+	f.Record(strings.TrimSpace(op + " " + line))
 	if f.Fail != nil {
 		return f.Fail(op, key)
 	}

@@ -3,12 +3,9 @@
 package ipvs
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
 // newKernel opens the real IPVS netlink interface; the test fails outside the guest.
@@ -70,11 +68,7 @@ func vipLink(t *testing.T, name string, vips ...netip.Addr) {
 // ipvsadm runs the tool users debug with and returns its output.
 func ipvsadm(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ipvsadm", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ipvsadm %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, "ipvsadm", args...)
 }
 
 // vsConns returns the cumulative connection count ipvsadm --stats shows for a TCP virtual
@@ -126,66 +120,6 @@ func activeConns(t *testing.T, vip netip.AddrPort, real netip.AddrPort) int {
 	}
 	t.Fatalf("ipvsadm does not show real server %s of %s:\n%s", real, vip, out)
 	return 0
-}
-
-// serveEcho answers each line of each TCP connection with "name:line", keeping connections
-// open, so a test can keep a connection across kernel changes.
-func serveEcho(t *testing.T, p *guestutil.Pod, port int, name string) {
-	t.Helper()
-	var ln net.Listener
-	if err := p.Do(func() (err error) {
-		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
-		return err
-	}); err != nil {
-		t.Fatalf("pod %s: listen: %v", p.Name, err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				s := bufio.NewScanner(c)
-				for s.Scan() {
-					if _, err := fmt.Fprintf(c, "%s:%s\n", name, s.Text()); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-}
-
-// echoConn is a client connection opened from a pod.
-type echoConn struct {
-	c net.Conn
-	r *bufio.Reader
-}
-
-func dialFrom(t *testing.T, p *guestutil.Pod, to netip.AddrPort) *echoConn {
-	t.Helper()
-	var c net.Conn
-	if err := guestutil.InNamespace(p.NS, func() (err error) {
-		c, err = net.DialTimeout("tcp", to.String(), 5*time.Second)
-		return err
-	}); err != nil {
-		t.Fatalf("connect from pod %s to %s: %v", p.Name, to, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &echoConn{c: c, r: bufio.NewReader(c)}
-}
-
-// say sends one line and returns the answer.
-func (e *echoConn) say(msg string) (string, error) {
-	_ = e.c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(e.c, "%s\n", msg); err != nil {
-		return "", err
-	}
-	line, err := e.r.ReadString('\n')
-	return strings.TrimSpace(line), err
 }
 
 func mustEqual(t *testing.T, k Kernel, want *model.VirtualServer) {

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
@@ -66,8 +65,8 @@ func TestGuestUpdateServiceInPlaceKeepsConnections(t *testing.T) {
 	srv1 := guestutil.NewPod(t, "upd1", netip.MustParseAddr("10.244.21.1"))
 	srv2 := guestutil.NewPod(t, "upd2", netip.MustParseAddr("10.244.21.2"))
 	cli := guestutil.NewPod(t, "updc", netip.MustParseAddr("10.244.21.20"))
-	serveEcho(t, srv1, 8080, "srv1")
-	serveEcho(t, srv2, 8080, "srv2")
+	srv1.ServeTCP(t, 8080, "srv1")
+	srv2.ServeTCP(t, 8080, "srv2")
 	vip := netip.MustParseAddr("10.97.1.1")
 	vipLink(t, "kt-upd", vip)
 	target := netip.AddrPortFrom(vip, 80)
@@ -77,14 +76,14 @@ func TestGuestUpdateServiceInPlaceKeepsConnections(t *testing.T) {
 	deleteAtEnd(t, k, base.Key)
 	expectClean(t, r.Apply(changes(base)), 3)
 
-	conn := dialFrom(t, cli, target)
-	first, err := conn.say("one")
+	conn, err := cli.DialTCP(target)
 	if err != nil {
-		t.Fatalf("first exchange: %v", err)
+		t.Fatalf("connect from %s to %s: %v", cli.Name, target, err)
 	}
-	backend, _, _ := strings.Cut(first, ":")
-	if first != backend+":one" || (backend != "srv1" && backend != "srv2") {
-		t.Fatalf("answer %q", first)
+	t.Cleanup(func() { conn.Close() })
+	backend := conn.First
+	if backend != "srv1" && backend != "srv2" {
+		t.Fatalf("greeting %q, want srv1 or srv2", backend)
 	}
 	if n := vsConns(t, target, 1); n != 1 {
 		t.Fatalf("virtual server counted %d connections, want 1", n)
@@ -99,13 +98,12 @@ func TestGuestUpdateServiceInPlaceKeepsConnections(t *testing.T) {
 		expectClean(t, r.Apply(changes(want)), 1)
 		mustEqual(t, k, want)
 		t.Logf("after update %d:\n%s", i, ipvsadm(t, "-Ln"))
-		msg := []string{"two", "three"}[i]
-		got, err := conn.say(msg)
+		got, err := conn.Ask()
 		if err != nil {
 			t.Fatalf("the open connection broke after update %d (%s): %v", i, spec.Scheduler, err)
 		}
-		if got != backend+":"+msg {
-			t.Errorf("after update %d the open connection answered %q, want %s:%s", i, got, backend, msg)
+		if got != backend {
+			t.Errorf("after update %d the open connection answered %q, want %s", i, got, backend)
 		}
 		// The counters survived: neither the virtual server nor its real servers were
 		// re-created.
@@ -120,7 +118,7 @@ func TestGuestUpdateServiceInPlaceKeepsConnections(t *testing.T) {
 		t.Errorf("after clearing, ipvsadm still shows flags or persistence:\n%s", out)
 	}
 	// New connections work too.
-	if got, err := dialFrom(t, cli, target).say("four"); err != nil || !strings.HasSuffix(got, ":four") {
+	if got, err := cli.AskTCP(target); err != nil || (got != "srv1" && got != "srv2") {
 		t.Errorf("new connection: %q, %v", got, err)
 	}
 }

@@ -9,12 +9,12 @@ package metrics
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/httpserve"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -64,35 +64,25 @@ var (
 )
 
 // ListenFunc opens a listener; net.Listen is the default.
-type ListenFunc func(network, addr string) (net.Listener, error)
+type ListenFunc = httpserve.ListenFunc
 
 // Option configures New.
 type Option func(*config)
 
 type config struct {
-	now             func() time.Time
-	listen          ListenFunc
-	runtimeMetrics  bool
-	programmingFrom time.Time
+	httpserve.Hooks
+	runtimeMetrics bool
 }
 
 // WithClock replaces time.Now; it is read once, in New, as the start time below which
 // EndpointSlice trigger times are ignored.
 func WithClock(now func() time.Time) Option {
-	return func(c *config) {
-		if now != nil {
-			c.now = now
-		}
-	}
+	return func(c *config) { c.SetNow(now) }
 }
 
 // WithListen replaces net.Listen in Serve.
 func WithListen(listen ListenFunc) Option {
-	return func(c *config) {
-		if listen != nil {
-			c.listen = listen
-		}
-	}
+	return func(c *config) { c.SetListen(listen) }
 }
 
 // WithoutRuntimeMetrics leaves out the standard go_* and process_* collectors.
@@ -129,14 +119,14 @@ type Metrics struct {
 
 // New creates the metrics on a fresh private registry.
 func New(opts ...Option) *Metrics {
-	cfg := config{now: time.Now, listen: net.Listen, runtimeMetrics: true}
+	cfg := config{Hooks: httpserve.DefaultHooks(), runtimeMetrics: true}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	m := &Metrics{
 		reg:    prometheus.NewRegistry(),
-		listen: cfg.listen,
-		start:  cfg.now(),
+		listen: cfg.Listen,
+		start:  cfg.Now(),
 		modes:  map[string]bool{},
 		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "sync_duration_seconds",
@@ -157,14 +147,10 @@ func New(opts ...Option) *Metrics {
 				" annotation) until the change was programmed into the kernel.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200, 3600},
 		}),
-		netlinkWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "netlink_writes_total",
-			Help: "Kernel write calls made, by subsystem (ipvs, address, ipset, iptables) and operation.",
-		}, []string{"subsystem", "operation"}),
-		kernelErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "kernel_errors_total",
-			Help: "Kernel calls that failed, by subsystem.",
-		}, []string{"subsystem"}),
+		netlinkWrites: newCounterVec("netlink_writes_total",
+			"Kernel write calls made, by subsystem (ipvs, address, ipset, iptables) and operation.",
+			"subsystem", "operation"),
+		kernelErrors:   newCounterVec("kernel_errors_total", "Kernel calls that failed, by subsystem.", "subsystem"),
 		virtualServers: newStateGauge("virtual_servers", "IPVS virtual servers in the desired state."),
 		realServers:    newStateGauge("real_servers", "IPVS real servers in the desired state, summed over virtual servers."),
 		vips:           newStateGauge("vips", "Service addresses bound to the dummy interface in the desired state."),
@@ -173,10 +159,8 @@ func New(opts ...Option) *Metrics {
 			Namespace: Namespace, Name: "proxy_mode",
 			Help: "1 for the proxy mode in use (ipvs, or the iptables fallback), 0 for the others.",
 		}, []string{"mode"}),
-		invalidAnnotations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "invalid_annotations_total",
-			Help: "Service annotations that were rejected and replaced by a default, by reason.",
-		}, []string{"reason"}),
+		invalidAnnotations: newCounterVec("invalid_annotations_total",
+			"Service annotations that were rejected and replaced by a default, by reason.", "reason"),
 	}
 	m.reg.MustRegister(m.syncDuration, m.lastSuccessfulSync, m.pendingChanges, m.programming,
 		m.netlinkWrites, m.kernelErrors, m.virtualServers, m.realServers, m.vips, m.ipsetEntries,
@@ -203,6 +187,11 @@ func New(opts ...Option) *Metrics {
 
 func newStateGauge(name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
+}
+
+// newCounterVec returns a counter kube_ipvs_<name> with those label names.
+func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 }
 
 // Registry is the private registry; register more collectors on it if needed.
@@ -321,32 +310,11 @@ func (m *Metrics) Handler() http.Handler {
 // Serve serves Handler at /metrics on addr (e.g. DefaultAddress) until ctx ends, then shuts
 // down gracefully and returns nil. It returns at once if addr cannot be bound.
 func (m *Metrics) Serve(ctx context.Context, addr string) error {
-	ln, err := m.listen("tcp", addr)
-	if err != nil {
-		return err
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
-	srv := &http.Server{
+	return httpserve.Serve(ctx, m.listen, addr, &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       60 * time.Second,
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
-	}
-	<-done
-	return nil
+	})
 }

@@ -102,10 +102,9 @@ func NewServiceStatsCollector(source StatsSource, lookup ServiceLookup, limits S
 		pktsOut:  desc("service_packets_out_total", "Packets to clients through a Service's IPVS virtual server."),
 		bytesIn:  desc("service_bytes_in_total", "Bytes from clients through a Service's IPVS virtual server."),
 		bytesOut: desc("service_bytes_out_total", "Bytes to clients through a Service's IPVS virtual server."),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "service_stats_errors_total",
-			Help: "Scrapes whose per-Service IPVS counters were left out (source failed, timed out) or cut short (limit), by reason.",
-		}, []string{"reason"}),
+		errors: newCounterVec("service_stats_errors_total",
+			"Scrapes whose per-Service IPVS counters were left out (source failed, timed out) or cut short (limit), by reason.",
+			"reason"),
 	}
 	for _, r := range []string{StatsErrorSource, StatsErrorTimeout, StatsErrorLimit} {
 		c.errors.WithLabelValues(r)

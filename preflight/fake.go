@@ -9,13 +9,16 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/oplog"
 	"github.com/kube-ipvs/kube-ipvs/modules"
 )
 
 // Fake is an in-memory node for tests: modules that are loaded, built in, or loadable,
 // modprobe that loads them with their dependencies, and probes that succeed unless told
-// otherwise. It records every modprobe and probe.
+// otherwise. It logs every modprobe ("modprobe ip_vs") and probe ("probe vs rr"); TakeOps
+// returns the log.
 type Fake struct {
+	oplog.Log
 	mu sync.Mutex
 	// Loaded, Builtin and Files (module -> file under /lib/modules) describe the modules.
 	Loaded  map[string]bool
@@ -34,9 +37,6 @@ type Fake struct {
 	Autoload map[string][]string
 	// Sysctls holds the current values; a sysctl that is absent does not exist.
 	Sysctls map[string]string
-
-	// Ops records modprobe calls ("modprobe ip_vs") and probes ("probe vs rr").
-	Ops []string
 }
 
 // NewFake returns a node where every module the proxy needs is loadable and nothing is
@@ -81,15 +81,6 @@ func (f *Fake) LoadAll() {
 	}
 }
 
-// TakeOps returns and clears the recorded operations.
-func (f *Fake) TakeOps() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ops := f.Ops
-	f.Ops = nil
-	return ops
-}
-
 // Deps returns Deps backed by the fake.
 func (f *Fake) Deps() *Deps {
 	return &Deps{
@@ -115,7 +106,7 @@ func (f *Fake) module(name string) modules.State {
 func (f *Fake) modprobe(_ context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Ops = append(f.Ops, "modprobe "+name)
+	f.Record("modprobe " + name)
 	return f.load(name)
 }
 
@@ -146,7 +137,7 @@ func (f *Fake) load(name string) error {
 func (f *Fake) probe(key string, needs ...string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Ops = append(f.Ops, "probe "+key)
+	f.Record("probe " + key)
 	for _, m := range f.Autoload[key] {
 		f.Loaded[m] = true
 	}

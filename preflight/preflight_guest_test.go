@@ -12,15 +12,13 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
+// sh runs a shell command line and returns its output, failing the test when it fails.
 func sh(t *testing.T, cmd string) string {
 	t.Helper()
-	out, err := exec.Command("bash", "-c", cmd).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, "bash", "-c", cmd)
 }
 
 // noLeftovers fails if the probes left their virtual server or dummy link behind.

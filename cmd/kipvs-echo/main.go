@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kube-ipvs/kube-ipvs/test/echoserver"
 )
 
 func main() {
@@ -49,72 +51,38 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT]")
 		return 2
 	}
-	errc := make(chan error, 2)
-	if *tcp != 0 {
-		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", *tcp))
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					errc <- err
-					return
-				}
-				answer := *name
-				if *who {
-					host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-					answer += " " + host
-				}
-				go answerTCP(c, answer)
-			}
-		}()
+	reply := echoserver.Name(*name)
+	if *who {
+		reply = echoserver.NameAndClient(*name)
 	}
-	if *udp != 0 {
-		pc, err := net.ListenPacket("udp", fmt.Sprintf(":%d", *udp))
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		go func() {
-			buf := make([]byte, 1500)
-			for {
-				_, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					errc <- err
-					return
-				}
-				answer := *name
-				if *who {
-					host, _, _ := net.SplitHostPort(from.String())
-					answer += " " + host
-				}
-				_, _ = pc.WriteTo([]byte(answer+"\n"), from)
-			}
-		}()
+	errc := make(chan error, 2)
+	var err error
+	if *tcp != 0 {
+		err = listenAndServe(net.Listen, "tcp", *tcp, errc,
+			func(ln net.Listener) error { return echoserver.ServeTCP(ln, reply, nil) })
+	}
+	if err == nil && *udp != 0 {
+		err = listenAndServe(net.ListenPacket, "udp", *udp, errc,
+			func(pc net.PacketConn) error { return echoserver.ServeUDP(pc, reply, nil) })
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
 	}
 	fmt.Fprintln(stderr, <-errc)
 	return 1
 }
 
-// answerTCP sends the name at once, then answers every line the client sends with the name
-// again, so a client can hold a connection open and check that it still works.
-func answerTCP(c net.Conn, name string) {
-	defer c.Close()
-	if _, err := c.Write([]byte(name + "\n")); err != nil {
-		return
+// listenAndServe listens on port (all addresses) and serves there in the background; the
+// error that ends serving goes to errc.
+func listenAndServe[L any](listen func(network, addr string) (L, error), network string, port int,
+	errc chan<- error, serve func(L) error) error {
+	l, err := listen(network, fmt.Sprintf(":%d", port))
+	if err != nil {
+		return err
 	}
-	r := bufio.NewReader(c)
-	for {
-		if _, err := r.ReadString('\n'); err != nil {
-			return
-		}
-		if _, err := c.Write([]byte(name + "\n")); err != nil {
-			return
-		}
-	}
+	go func() { errc <- serve(l) }()
+	return nil
 }
 
 func ask(args []string, stdout, stderr io.Writer) int {

@@ -14,11 +14,7 @@ func addrResult(r dummyif.Result) dataplane.Result {
 	for a, e := range r.Errors {
 		res.FailIP(a, e)
 	}
-	n := len(r.Errors)
-	if r.Err != nil {
-		n++
-	}
-	res.AddFailures(dataplane.SubsystemAddress, n)
+	res.AddFailures(dataplane.SubsystemAddress, failedCalls(len(r.Errors), r.Err))
 	return res
 }
 
@@ -32,10 +28,15 @@ func ipvsResult(r ipvs.Result) dataplane.Result {
 	for k, e := range r.Errors {
 		res.FailVS(k, e)
 	}
-	n := len(r.Errors)
-	if r.Err != nil {
-		n++
-	}
-	res.AddFailures(dataplane.SubsystemIPVS, n)
+	res.AddFailures(dataplane.SubsystemIPVS, failedCalls(len(r.Errors), r.Err))
 	return res
+}
+
+// failedCalls is how many kernel calls a reconciler's result reports failed: one per key it
+// names, and one more for an error of the whole call (a failed dump, say).
+func failedCalls(perKey int, err error) int {
+	if err != nil {
+		return perKey + 1
+	}
+	return perKey
 }

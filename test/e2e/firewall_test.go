@@ -127,21 +127,7 @@ func TestVIPFilterHidesNodeServices(t *testing.T) {
 	back := guestutil.NewPod(t, "vfb", netip.MustParseAddr("10.244.19.11"))
 	back.ServeTCP(t, 8080, "vfb")
 	cli := client(t, "vfc", "10.244.9.19")
-	ln, err := net.Listen("tcp", "0.0.0.0:9099")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("node-service\n"))
-			c.Close()
-		}
-	}()
+	guestutil.ServeNode(t, "tcp", "0.0.0.0:9099", "node-service")
 	writeManifests(t, dir, "svc.yaml",
 		serviceYAML(svcOpts{name: "web", clusterIP: "10.96.190.1", port: 80, targetPort: 8080}),
 		sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.19.11")...))

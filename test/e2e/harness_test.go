@@ -20,6 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
 const (
@@ -188,11 +189,7 @@ metadata:
 // ipvsadm returns `ipvsadm -Ln` (plus args).
 func ipvsadm(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ipvsadm", append([]string{"-Ln"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ipvsadm: %v\n%s", err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, "ipvsadm", append([]string{"-Ln"}, args...)...)
 }
 
 // vsLines returns the ipvsadm block of one virtual server ("TCP  10.96.0.1:80 rr" and its

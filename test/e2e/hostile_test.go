@@ -5,13 +5,13 @@ package e2e
 import (
 	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
 // Proofs that one Service's input cannot widen another's filter or cut the node off (the
@@ -22,35 +22,10 @@ func inNamespace(doc, ns string) string {
 	return strings.ReplaceAll(doc, "namespace: e2e", "namespace: "+ns)
 }
 
-// serveNode answers "node-service" on network/addr from the node itself (the root
-// namespace), as sshd or the kubelet would, until the test ends.
-func serveNode(t *testing.T, network, addr string) {
-	t.Helper()
-	ln, err := net.Listen(network, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("node-service\n"))
-			c.Close()
-		}
-	}()
-}
-
 // setMembers returns the `ipset list` output of one set.
 func setMembers(t *testing.T, set string) string {
 	t.Helper()
-	out, err := exec.Command("ipset", "list", set).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ipset list %s: %v\n%s", set, err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, "ipset", "list", set)
 }
 
 // Two LoadBalancer Services share one LB IP and port. The first (a/lb) wins; the loser
@@ -120,7 +95,7 @@ func TestNodePortOnlyInTheServiceFamilies(t *testing.T) {
 	back.ServeTCP(t, 8080, "nfb")
 	cli := client(t, "nfc", "10.244.9.22")
 	cli6 := guestutil.NewPod(t, "nfc6", netip.MustParseAddr("fd00:244::9:22"))
-	serveNode(t, "tcp6", "[::]:30220")
+	guestutil.ServeNode(t, "tcp6", "[::]:30220", "node-service")
 	writeManifests(t, dir, "svc.yaml",
 		serviceYAML(svcOpts{name: "np", typ: "NodePort", clusterIP: "10.96.220.1", port: 80, targetPort: 8080, nodePort: 30220}),
 		sliceYAML("np", "np-1", "TCP", 8080, "", eps("10.244.22.11")...))
@@ -149,7 +124,7 @@ func TestServiceCannotTakeTheNodeAddresses(t *testing.T) {
 	back := guestutil.NewPod(t, "nab", netip.MustParseAddr("10.244.23.11"))
 	back.ServeTCP(t, 8080, "nab")
 	cli := client(t, "nac", "10.244.9.23")
-	serveNode(t, "tcp4", "0.0.0.0:9230")
+	guestutil.ServeNode(t, "tcp4", "0.0.0.0:9230", "node-service")
 	writeManifests(t, dir, "svc.yaml",
 		serviceYAML(svcOpts{name: "own", clusterIP: "10.96.230.1", port: 9231, targetPort: 8080, externalIPs: []string{nodeIP}}),
 		sliceYAML("own", "own-1", "TCP", 8080, "", eps("10.244.23.11")...),

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
 func TestDummyInterfaceBindAndUnbind(t *testing.T) {
@@ -45,7 +46,7 @@ func TestDummyInterfaceBindAndUnbind(t *testing.T) {
 		t.Fatalf("after unbinding %s, kube-ipvs0 has %v", v4.IPNet, got)
 	}
 	// The tool users know shows the same.
-	if out := run(t, "ip", "-6", "addr", "show", "dev", "kube-ipvs0"); !strings.Contains(out, "fd00:10:96::1/128") {
+	if out := netnstest.Run(t, "ip", "-6", "addr", "show", "dev", "kube-ipvs0"); !strings.Contains(out, "fd00:10:96::1/128") {
 		t.Errorf("ip addr does not show the IPv6 VIP:\n%s", out)
 	}
 }
@@ -97,7 +98,7 @@ func TestIpsetCreateFillList(t *testing.T) {
 			t.Errorf("netlink listing lacks %s: %v", want, found)
 		}
 	}
-	out := run(t, "ipset", "list", set)
+	out := netnstest.Run(t, "ipset", "list", set)
 	for _, want := range []string{"10.96.0.1,tcp:80", "10.96.0.10,udp:53"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ipset list lacks %s:\n%s", want, out)
@@ -121,13 +122,13 @@ func TestIptablesRestoreBothBackends(t *testing.T) {
 	for _, backend := range []string{"legacy", "nft"} {
 		t.Run(backend, func(t *testing.T) {
 			rules := "*nat\n:KIPVS-BENCH - [0:0]\n-A KIPVS-BENCH -p tcp -d 10.96.0.1 --dport 80 -m comment --comment bench -j RETURN\nCOMMIT\n"
-			runStdin(t, rules, "iptables-"+backend+"-restore", "--noflush")
-			out := run(t, "iptables-"+backend+"-save", "-t", "nat")
+			netnstest.RunStdin(t, rules, "iptables-"+backend+"-restore", "--noflush")
+			out := netnstest.Run(t, "iptables-"+backend+"-save", "-t", "nat")
 			if !strings.Contains(out, "-A KIPVS-BENCH -d 10.96.0.1/32 -p tcp -m tcp --dport 80 -m comment --comment bench -j RETURN") {
 				t.Errorf("iptables-%s-save does not show the restored rule:\n%s", backend, out)
 			}
-			run(t, "iptables-"+backend, "-t", "nat", "-F", "KIPVS-BENCH")
-			run(t, "iptables-"+backend, "-t", "nat", "-X", "KIPVS-BENCH")
+			netnstest.Run(t, "iptables-"+backend, "-t", "nat", "-F", "KIPVS-BENCH")
+			netnstest.Run(t, "iptables-"+backend, "-t", "nat", "-X", "KIPVS-BENCH")
 		})
 	}
 }

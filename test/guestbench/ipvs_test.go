@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
 // kernelSchedulers lists the IPVS schedulers the running kernel ships as modules
@@ -114,7 +115,7 @@ func TestIpvsadmSeesNetlinkVirtualServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.DelService(svc)
-	out := run(t, "ipvsadm", "-Ln")
+	out := netnstest.Run(t, "ipvsadm", "-Ln")
 	if !strings.Contains(out, "UDP  198.51.100.200:53 sh") {
 		t.Errorf("ipvsadm -Ln does not show the virtual server:\n%s", out)
 	}

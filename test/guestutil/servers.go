@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/kube-ipvs/kube-ipvs/test/echoserver"
 )
 
 // NameServer answers every TCP connection or UDP datagram with its name and a newline, and
@@ -29,31 +31,21 @@ func (s *NameServer) Served() int64 { return s.served.Load() }
 func (p *Pod) ServeTCP(t testing.TB, port int, name string) *NameServer {
 	t.Helper()
 	s := &NameServer{Name: name}
-	var ln net.Listener
-	err := p.Do(func() (err error) {
-		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("pod %s: listen tcp/%d: %v", p.Name, port, err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.served.Add(1)
-			go answerLines(c, name)
-		}
-	}()
+	ln := p.listenTCP(t, port)
+	go func() { _ = echoserver.ServeTCP(ln, echoserver.Name(name), func() { s.served.Add(1) }) }()
 	return s
 }
 
 // ServeTCPWho starts a server that answers each connection with "NAME SOURCE-IP": a test
 // can tell whether the client's address reached the backend or was masqueraded.
 func (p *Pod) ServeTCPWho(t testing.TB, port int, name string) {
+	t.Helper()
+	ln := p.listenTCP(t, port)
+	go func() { _ = echoserver.ServeTCP(ln, echoserver.NameAndClient(name), nil) }()
+}
+
+// listenTCP listens on TCP port on all addresses of the pod until the test ends.
+func (p *Pod) listenTCP(t testing.TB, port int) net.Listener {
 	t.Helper()
 	var ln net.Listener
 	err := p.Do(func() (err error) {
@@ -64,35 +56,19 @@ func (p *Pod) ServeTCPWho(t testing.TB, port int, name string) {
 		t.Fatalf("pod %s: listen tcp/%d: %v", p.Name, port, err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			_, _ = c.Write([]byte(name + " " + host + "\n"))
-			c.Close()
-		}
-	}()
+	return ln
 }
 
-// answerLines sends the name on connect and again for every line the client sends, so a
-// test can hold a connection open and check it still reaches the same server.
-func answerLines(c net.Conn, name string) {
-	defer c.Close()
-	if _, err := c.Write([]byte(name + "\n")); err != nil {
-		return
+// ServeNode answers name on network ("tcp", "tcp4", "tcp6") and addr from the node itself
+// (the current namespace), as sshd or the kubelet would, until the test ends.
+func ServeNode(t testing.TB, network, addr, name string) {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatalf("node: listen %s %s: %v", network, addr, err)
 	}
-	r := bufio.NewReader(c)
-	for {
-		if _, err := r.ReadString('\n'); err != nil {
-			return
-		}
-		if _, err := c.Write([]byte(name + "\n")); err != nil {
-			return
-		}
-	}
+	t.Cleanup(func() { ln.Close() })
+	go func() { _ = echoserver.ServeTCP(ln, echoserver.Name(name), nil) }()
 }
 
 // ServeUDP starts a NameServer on UDP port (all addresses of the pod).
@@ -108,17 +84,7 @@ func (p *Pod) ServeUDP(t testing.TB, port int, name string) *NameServer {
 		t.Fatalf("pod %s: listen udp/%d: %v", p.Name, port, err)
 	}
 	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			s.served.Add(1)
-			_, _ = pc.WriteTo([]byte(name+"\n"), from)
-		}
-	}()
+	go func() { _ = echoserver.ServeUDP(pc, echoserver.Name(name), func() { s.served.Add(1) }) }()
 	return s
 }
 

@@ -1,5 +1,6 @@
 // Package netnstest puts a test in a network namespace of its own, so that real-kernel tests
-// (on the host and in the guest) never see or change the namespace they were started in.
+// (on the host and in the guest) never see or change the namespace they were started in, and
+// runs the tools those tests cross-check the kernel with (Run, RunStdin).
 package netnstest
 
 import (
