@@ -28,17 +28,9 @@ const (
 	IPv6      Family = 6
 )
 
-func (f Family) String() string {
-	switch f {
-	case IPv4:
-		return "inet"
-	case IPv6:
-		return "inet6"
-	case AnyFamily:
-		return "any"
-	}
-	return "family-" + strconv.Itoa(int(f))
-}
+var familyNames = map[Family]string{IPv4: "inet", IPv6: "inet6", AnyFamily: "any"}
+
+func (f Family) String() string { return model.EnumName(familyNames, f, "family-") }
 
 // FamilyOf returns the family of an address (IPv4-mapped IPv6 counts as IPv4).
 func FamilyOf(a netip.Addr) Family {

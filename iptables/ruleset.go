@@ -69,10 +69,8 @@ func ParseSave(out []byte) *Ruleset {
 
 // Table returns the named table, nil when the listing has none.
 func (s *Ruleset) Table(name string) *Table {
-	for _, t := range s.Tables {
-		if t.Name == name {
-			return t
-		}
+	if i := slices.IndexFunc(s.Tables, func(t *Table) bool { return t.Name == name }); i >= 0 {
+		return s.Tables[i]
 	}
 	return nil
 }

@@ -204,15 +204,13 @@ func (f *FakeKernel) DelService(key model.VSKey) error {
 func (f *FakeKernel) NewDestination(key model.VSKey, rs model.RSKey, weight uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.call("new-dest", key, fmt.Sprintf("%s %s weight=%d", key, rs, weight)); err != nil {
+	what := fmt.Sprintf("add %s to %s", rs, key)
+	vs, has, err := f.destination("new-dest", what, key, rs, fmt.Sprintf("%s %s weight=%d", key, rs, weight))
+	switch {
+	case err != nil:
 		return err
-	}
-	vs, ok := f.vses[key]
-	if !ok {
-		return fmt.Errorf("add %s to %s: %w", rs, key, ErrNotFound)
-	}
-	if _, ok := vs.Reals[rs]; ok {
-		return fmt.Errorf("add %s to %s: file exists", rs, key)
+	case has:
+		return fmt.Errorf("%s: file exists", what)
 	}
 	vs.Reals[rs] = weight
 	return nil
@@ -221,15 +219,13 @@ func (f *FakeKernel) NewDestination(key model.VSKey, rs model.RSKey, weight uint
 func (f *FakeKernel) UpdateDestination(key model.VSKey, rs model.RSKey, weight uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.call("update-dest", key, fmt.Sprintf("%s %s weight=%d", key, rs, weight)); err != nil {
+	what := fmt.Sprintf("set weight of %s in %s", rs, key)
+	vs, has, err := f.destination("update-dest", what, key, rs, fmt.Sprintf("%s %s weight=%d", key, rs, weight))
+	switch {
+	case err != nil:
 		return err
-	}
-	vs, ok := f.vses[key]
-	if !ok {
-		return fmt.Errorf("set weight of %s in %s: %w", rs, key, ErrNotFound)
-	}
-	if _, ok := vs.Reals[rs]; !ok {
-		return fmt.Errorf("set weight of %s in %s: %w", rs, key, ErrNotFound)
+	case !has:
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
 	vs.Reals[rs] = weight
 	return nil
@@ -238,16 +234,28 @@ func (f *FakeKernel) UpdateDestination(key model.VSKey, rs model.RSKey, weight u
 func (f *FakeKernel) DelDestination(key model.VSKey, rs model.RSKey) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.call("del-dest", key, fmt.Sprintf("%s %s", key, rs)); err != nil {
+	what := fmt.Sprintf("remove %s from %s", rs, key)
+	vs, has, err := f.destination("del-dest", what, key, rs, fmt.Sprintf("%s %s", key, rs))
+	switch {
+	case err != nil:
 		return err
-	}
-	vs, ok := f.vses[key]
-	if !ok {
-		return fmt.Errorf("remove %s from %s: %w", rs, key, ErrNotFound)
-	}
-	if _, ok := vs.Reals[rs]; !ok {
-		return fmt.Errorf("remove %s from %s: %w", rs, key, ErrNotFound)
+	case !has:
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
 	delete(vs.Reals, rs)
 	return nil
+}
+
+// destination logs a real-server call (line), then finds its virtual server and tells
+// whether it holds rs; what names the call in errors. f.mu must be held.
+func (f *FakeKernel) destination(op, what string, key model.VSKey, rs model.RSKey, line string) (*model.VirtualServer, bool, error) {
+	if err := f.call(op, key, line); err != nil {
+		return nil, false, err
+	}
+	vs, ok := f.vses[key]
+	if !ok {
+		return nil, false, fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	_, has := vs.Reals[rs]
+	return vs, has, nil
 }

@@ -291,32 +291,32 @@ func SetTimeouts(t Timeouts) (bool, error) {
 	if t == (Timeouts{}) {
 		return false, nil
 	}
-	h, err := mobyipvs.New("")
-	if err != nil {
-		return false, fmt.Errorf("open the IPVS netlink handle: %w", err)
-	}
-	defer h.Close()
-	cur, err := h.GetConfig()
-	if err != nil {
-		return false, fmt.Errorf("read IPVS timeouts: %w", err)
-	}
-	want := *cur
-	if t.TCP > 0 {
-		want.TimeoutTCP = t.TCP
-	}
-	if t.TCPFin > 0 {
-		want.TimeoutTCPFin = t.TCPFin
-	}
-	if t.UDP > 0 {
-		want.TimeoutUDP = t.UDP
-	}
-	if want == *cur {
-		return false, nil
-	}
-	if err := h.SetConfig(&want); err != nil {
-		return false, fmt.Errorf("set IPVS timeouts (tcp %s, tcpfin %s, udp %s): %w", want.TimeoutTCP, want.TimeoutTCPFin, want.TimeoutUDP, err)
-	}
-	return true, nil
+	changed := false
+	err := withMoby(func(h *mobyipvs.Handle) error {
+		cur, err := h.GetConfig()
+		if err != nil {
+			return fmt.Errorf("read IPVS timeouts: %w", err)
+		}
+		want := *cur
+		if t.TCP > 0 {
+			want.TimeoutTCP = t.TCP
+		}
+		if t.TCPFin > 0 {
+			want.TimeoutTCPFin = t.TCPFin
+		}
+		if t.UDP > 0 {
+			want.TimeoutUDP = t.UDP
+		}
+		if want == *cur {
+			return nil
+		}
+		if err := h.SetConfig(&want); err != nil {
+			return fmt.Errorf("set IPVS timeouts (tcp %s, tcpfin %s, udp %s): %w", want.TimeoutTCP, want.TimeoutTCPFin, want.TimeoutUDP, err)
+		}
+		changed = true
+		return nil
+	})
+	return changed, err
 }
 
 // Stats are the kernel's cumulative counters of one virtual server.
@@ -331,13 +331,11 @@ type Stats struct {
 // per-service requests), for metrics scrapes. It opens its own handle so a scrape never
 // waits for a sync.
 func ListStats() ([]Stats, error) {
-	h, err := mobyipvs.New("")
-	if err != nil {
-		return nil, fmt.Errorf("open the IPVS netlink handle: %w", err)
-	}
-	defer h.Close()
-	svcs, err := h.GetServices()
-	if err != nil {
+	var svcs []*mobyipvs.Service
+	if err := withMoby(func(h *mobyipvs.Handle) (err error) {
+		svcs, err = h.GetServices()
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
 	out := make([]Stats, 0, len(svcs))
@@ -353,4 +351,15 @@ func ListStats() ([]Stats, error) {
 			BytesIn: s.Stats.BytesIn, BytesOut: s.Stats.BytesOut})
 	}
 	return out, nil
+}
+
+// withMoby runs fn on a moby/ipvs handle of its own in the current network namespace, for
+// the calls that are not on the reconciler's socket (timeouts, statistics).
+func withMoby(fn func(*mobyipvs.Handle) error) error {
+	h, err := mobyipvs.New("")
+	if err != nil {
+		return fmt.Errorf("open the IPVS netlink handle: %w", err)
+	}
+	defer h.Close()
+	return fn(h)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -20,17 +21,9 @@ const (
 	SCTP Protocol = 132
 )
 
-func (p Protocol) String() string {
-	switch p {
-	case TCP:
-		return "TCP"
-	case UDP:
-		return "UDP"
-	case SCTP:
-		return "SCTP"
-	}
-	return fmt.Sprintf("proto-%d", uint8(p))
-}
+var protocolNames = map[Protocol]string{TCP: "TCP", UDP: "UDP", SCTP: "SCTP"}
+
+func (p Protocol) String() string { return EnumName(protocolNames, p, "proto-") }
 
 // ServiceName identifies a Kubernetes Service.
 type ServiceName struct {
@@ -95,18 +88,18 @@ const (
 	KindNodePort
 )
 
-func (k VSKind) String() string {
-	switch k {
-	case KindClusterIP:
-		return "ClusterIP"
-	case KindExternalIP:
-		return "ExternalIP"
-	case KindLoadBalancer:
-		return "LoadBalancer"
-	case KindNodePort:
-		return "NodePort"
+var kindNames = map[VSKind]string{KindClusterIP: "ClusterIP", KindExternalIP: "ExternalIP",
+	KindLoadBalancer: "LoadBalancer", KindNodePort: "NodePort"}
+
+func (k VSKind) String() string { return EnumName(kindNames, k, "kind-") }
+
+// EnumName is a small enum's name from its table, or prefix and the number for a value the
+// table lacks.
+func EnumName[E ~uint8](names map[E]string, v E, prefix string) string {
+	if n, ok := names[v]; ok {
+		return n
 	}
-	return fmt.Sprintf("kind-%d", uint8(k))
+	return prefix + strconv.Itoa(int(v))
 }
 
 // VirtualServer is one desired IPVS virtual server with its real servers and weights.
