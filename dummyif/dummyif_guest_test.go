@@ -48,10 +48,7 @@ func nlLink(t *testing.T, link string) netlink.Link {
 // sorted, leaving out IPv6 link-local ones.
 func addrsOf(t *testing.T, link string) []string {
 	t.Helper()
-	list, err := netlink.AddrList(nlLink(t, link), netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := guestutil.AddrList(t, nlLink(t, link))
 	out := []string{}
 	for _, a := range list {
 		if a.IP.IsLinkLocalUnicast() {

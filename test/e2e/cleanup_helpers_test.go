@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
 	"github.com/vishvananda/netlink"
 )
 
@@ -72,10 +73,7 @@ func linkAddrs(t *testing.T, name string) []string {
 	if err != nil {
 		return nil
 	}
-	as, err := netlink.AddrList(l, netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := guestutil.AddrList(t, l)
 	out := []string{}
 	for _, a := range as {
 		out = append(out, a.IPNet.String())

@@ -245,10 +245,7 @@ func dummyAddrs(t *testing.T) map[string]bool {
 	if err != nil {
 		return m
 	}
-	as, err := netlink.AddrList(l, netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := guestutil.AddrList(t, l)
 	for _, a := range as {
 		m[a.IP.String()] = true
 	}

@@ -53,10 +53,7 @@ func TestDummyInterfaceBindAndUnbind(t *testing.T) {
 
 func addrs(t *testing.T, link netlink.Link) map[string]bool {
 	t.Helper()
-	list, err := netlink.AddrList(link, netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := guestutil.AddrList(t, link)
 	m := map[string]bool{}
 	for _, a := range list {
 		m[a.IPNet.String()] = true
