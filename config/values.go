@@ -136,6 +136,18 @@ func parseCIDRList(path string, v any) (string, error) {
 	return strings.Join(l, ","), nil
 }
 
+// parseServiceCIDRs reads the Service CIDRs, none a whole address family.
+func parseServiceCIDRs(path string, v any) (string, error) {
+	l, err := asList(path, v)
+	if err != nil {
+		return "", err
+	}
+	if _, err := serviceCIDRs(l, indexed(path)); err != nil {
+		return "", err
+	}
+	return strings.Join(l, ","), nil
+}
+
 // parseNodePortAddresses reads CIDRs, or kube-proxy's single special value "primary".
 func parseNodePortAddresses(path string, v any) (string, error) {
 	l, err := asList(path, v)
