@@ -54,7 +54,7 @@ type Options struct {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigFile, "config", "", "a KubeIPVSConfiguration or kube-proxy KubeProxyConfiguration file; flags given on the command line override it")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: none, which means the in-cluster configuration)")
-	fs.StringVar(&o.Manifests, "manifests", "", "run without a cluster: read Service, EndpointSlice and Node objects from this YAML/JSON file or folder, re-read on SIGHUP (default: none, watch the API server)")
+	fs.StringVar(&o.Manifests, "manifests", "", "run without a cluster: read Service, EndpointSlice, ServiceCIDR and Node objects from this YAML/JSON file or folder, re-read on SIGHUP (default: none, watch the API server)")
 	fs.StringVar(&o.HostnameOverride, "hostname-override", "", "this node's name, as in its Node object and endpoints' nodeName (default: the host name)")
 	fs.StringVar(&o.Scheduler, "scheduler", "rr", "default IPVS scheduler for Services without the "+proxy.AnnotationScheduler+" annotation: "+strings.Join(proxy.Schedulers(), ", "))
 	fs.DurationVar(&o.SyncPeriod, "sync-period", 30*time.Second, "how often the kernel state is compared with the desired state and repaired")

@@ -81,6 +81,7 @@ func TestValidateAndTheFileShareTheirRules(t *testing.T) {
 		{"--exclude-cidrs=10.1.0.0", `excludeCIDRs: [10.1.0.0]`, `"10.1.0.0" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
 		{"--cluster-cidr=10.244.0.0/33", `clusterCIDR: 10.244.0.0/33`, `"10.244.0.0/33" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
 		{"--service-cidr=10.96.0.0/12,10.97.0.0", `serviceCIDRs: [10.96.0.0/12, 10.97.0.0]`, `"10.97.0.0" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
+		{"--service-cidr=::ffff:10.96.0.0/108", `serviceCIDRs: ["::ffff:10.96.0.0/108"]`, `"::ffff:10.96.0.0/108" is IPv4-mapped; write the IPv4 CIDR`},
 		{"--service-cidr=::/0", `serviceCIDRs: ["::/0"]`, `"::/0" is a whole address family; a Service CIDR must be narrower`},
 		{"--service-node-port-range=32767-30000", `serviceNodePortRange: 32767-30000`, "the low port 32767 is above the high port 30000"},
 		{"--service-node-port-range=0-100", `serviceNodePortRange: 0-100`, "want LOW-HIGH with ports 1 to 65535"},

@@ -131,8 +131,11 @@ func serviceCIDRs(l []string, where func(i int) string) ([]netip.Prefix, error) 
 		return nil, err
 	}
 	for i, p := range out {
-		if p.Bits() == 0 {
+		switch {
+		case p.Bits() == 0:
 			return nil, fmt.Errorf("%s: %q is a whole address family; a Service CIDR must be narrower", where(i), l[i])
+		case p.Addr().Is4In6():
+			return nil, fmt.Errorf("%s: %q is IPv4-mapped; write the IPv4 CIDR", where(i), l[i])
 		}
 	}
 	return out, nil

@@ -12,23 +12,31 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// sources are the informers the controller reads: every Service and EndpointSlice, and this
-// node's Node object alone.
+// sources are the informers the controller reads: every Service, EndpointSlice and
+// ServiceCIDR (when the API server serves them), and this node's Node object alone.
 type sources struct {
-	factory     informers.SharedInformerFactory
-	nodeFactory informers.SharedInformerFactory
-	services    corelisters.ServiceLister
-	slices      cache.Indexer
-	nodes       corelisters.NodeLister
-	synced      []cache.InformerSynced
+	factory      informers.SharedInformerFactory
+	nodeFactory  informers.SharedInformerFactory
+	services     corelisters.ServiceLister
+	slices       cache.Indexer
+	nodes        corelisters.NodeLister
+	serviceCIDRs networkinglisters.ServiceCIDRLister // nil: the API has none
+	synced       []cache.InformerSynced
 }
 
 const sliceByService = "service"
+
+// informerHandler is an informer and the controller's handler of its events.
+type informerHandler struct {
+	inf cache.SharedIndexInformer
+	fn  func(obj any)
+}
 
 // newSources sets the informers up over client and sends their events to c's handlers.
 func newSources(client kubernetes.Interface, nodeName string, c *Controller) (sources, error) {
@@ -51,13 +59,21 @@ func newSources(client kubernetes.Interface, nodeName string, c *Controller) (so
 	nodeInf := s.nodeFactory.Core().V1().Nodes()
 	s.nodes = nodeInf.Lister()
 
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		fn  func(obj any)
-	}{
+	handlers := []informerHandler{
 		{svcInf.Informer(), c.onService},
 		{sliceInf.Informer(), c.onSlice},
 		{nodeInf.Informer(), c.onNode},
+	}
+	serves, err := servesServiceCIDRs(client.Discovery())
+	if err != nil {
+		return s, err
+	}
+	if serves {
+		cidrInf := s.factory.Networking().V1().ServiceCIDRs()
+		s.serviceCIDRs = cidrInf.Lister()
+		handlers = append(handlers, informerHandler{cidrInf.Informer(), c.onServiceCIDR})
+	} else {
+		c.log.Info("the API server has no ServiceCIDR objects (networking.k8s.io/v1); --service-cidr gives the Service CIDRs")
 	}
 	for _, h := range handlers {
 		fn := h.fn
