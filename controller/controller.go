@@ -118,6 +118,7 @@ func (c *Controller) SyncOnce(ctx context.Context) error {
 	if err := c.src.start(ctx); err != nil {
 		return err
 	}
+	c.waitServiceCIDRs(ctx)
 	return c.sync(true)
 }
 
@@ -128,6 +129,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.src.start(ctx); err != nil {
 		return err
 	}
+	c.waitServiceCIDRs(ctx)
 	for {
 		c.mu.Lock()
 		dirty := len(c.dirty) > 0

@@ -84,6 +84,7 @@ func startHarnessWith(t *testing.T, client *fake.Clientset, obs Observers, cfg C
 	if err := c.src.start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	c.waitServiceCIDRs(ctx)
 	return h
 }
 

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // ServiceCIDRGroupVersion and ServiceCIDRResource are where discovery lists the ServiceCIDR
@@ -33,6 +36,54 @@ func servesServiceCIDRs(d discovery.DiscoveryInterface) (bool, error) {
 	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == ServiceCIDRResource }), nil
 }
 
+// watchServiceCIDRs adds the ServiceCIDR informer when the API server serves them.
+func (s *sources) watchServiceCIDRs(client kubernetes.Interface, c *Controller) error {
+	serves, err := servesServiceCIDRs(client.Discovery())
+	if err != nil || !serves {
+		if err == nil {
+			c.log.Info("the API server has no ServiceCIDR objects (networking.k8s.io/v1); --service-cidr gives the Service CIDRs")
+		}
+		return err
+	}
+	inf := s.factory.Networking().V1().ServiceCIDRs()
+	s.serviceCIDRs = inf.Lister()
+	s.cidrsSynced, err = informerHandler{inf.Informer(), c.onServiceCIDR}.register()
+	return err
+}
+
+// serviceCIDRSyncWait bounds the start's wait for the ServiceCIDR informer (waitServiceCIDRs);
+// a variable for tests.
+var serviceCIDRSyncWait = 10 * time.Second
+
+// waitServiceCIDRs gives the ServiceCIDR informer a bounded time to sync, so that the first
+// repair has the API's CIDRs. It never holds the proxy up: without list and watch on
+// servicecidrs (an older role) the informer never syncs, and --service-cidr applies until
+// it does; its first objects then ask for a repair like any change.
+func (c *Controller) waitServiceCIDRs(ctx context.Context) {
+	if c.src.serviceCIDRs == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, serviceCIDRSyncWait)
+	defer cancel()
+	if !cache.WaitForCacheSync(wctx.Done(), c.src.cidrsSynced...) && ctx.Err() == nil {
+		c.log.Warn("ServiceCIDR objects are not listed yet (may the proxy list and watch servicecidrs?); --service-cidr applies until they are",
+			"waited", serviceCIDRSyncWait)
+	}
+}
+
+// cidrsListed reports whether the ServiceCIDR informer is there and synced.
+func (s *sources) cidrsListed() bool {
+	if s.serviceCIDRs == nil {
+		return false
+	}
+	for _, synced := range s.cidrsSynced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
 // onServiceCIDR asks for a repair: the Service CIDRs are part of every family's firewall,
 // which only a repair rewrites.
 func (c *Controller) onServiceCIDR(any) {
@@ -47,7 +98,7 @@ func (c *Controller) onServiceCIDR(any) {
 // one still has Services in it), or the configured ones when the API has none. It also says
 // which source it came from, for the log.
 func (c *Controller) serviceCIDRs() ([]netip.Prefix, string) {
-	if c.src.serviceCIDRs != nil {
+	if c.src.cidrsListed() {
 		objs, err := c.src.serviceCIDRs.List(labels.Everything())
 		if err == nil {
 			if got := cidrsOf(objs); len(got) > 0 {

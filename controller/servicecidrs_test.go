@@ -2,14 +2,18 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func prefixes(ss ...string) []netip.Prefix {
@@ -124,5 +128,36 @@ func TestNormalizePrefixes(t *testing.T) {
 	in := append(prefixes("fd00::1/64", "10.96.0.9/12", "10.96.0.0/12", "::ffff:10.0.0.0/104"), netip.Prefix{})
 	if got, want := normalizePrefixes(in), prefixes("10.96.0.0/12", "fd00::/64"); !slices.Equal(got, want) {
 		t.Errorf("normalizePrefixes = %v, want %v", got, want)
+	}
+}
+
+// A role without list on servicecidrs (an older rbac.yaml) does not hold the proxy up: after
+// a bounded wait the flags apply, and the Services are programmed.
+func TestForbiddenServiceCIDRsFallBackToTheFlags(t *testing.T) {
+	defer func(d time.Duration) { serviceCIDRSyncWait = d }(serviceCIDRSyncWait)
+	serviceCIDRSyncWait = 200 * time.Millisecond
+	client := servingServiceCIDRs()
+	client.PrependReactor("list", "servicecidrs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(networkingv1.Resource("servicecidrs"), "", errors.New("no rule"))
+	})
+	if _, err := client.CoreV1().Services("ns").Create(context.Background(), service("a", "10.96.0.1", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	h := startHarnessWith(t, client, Observers{}, cidrConfig("10.96.0.0/16"))
+	if err := h.c.sync(true); err != nil {
+		t.Fatal(err)
+	}
+	if h.c.src.cidrsListed() {
+		t.Fatal("the ServiceCIDR informer synced although listing them is forbidden")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the start took %s", took)
+	}
+	if got := h.repairedCIDRs(); !slices.Equal(got, prefixes("10.96.0.0/16")) {
+		t.Errorf("repair got Service CIDRs %v, want the flag's", got)
+	}
+	if h.dp.vs[vsKey("10.96.0.1", 80)] == nil {
+		t.Error("the Service was not programmed")
 	}
 }

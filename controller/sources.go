@@ -28,6 +28,9 @@ type sources struct {
 	nodes        corelisters.NodeLister
 	serviceCIDRs networkinglisters.ServiceCIDRLister // nil: the API has none
 	synced       []cache.InformerSynced
+	// cidrsSynced is kept apart from synced: the start never waits for it for long
+	// (waitServiceCIDRs).
+	cidrsSynced []cache.InformerSynced
 }
 
 const sliceByService = "service"
@@ -64,34 +67,32 @@ func newSources(client kubernetes.Interface, nodeName string, c *Controller) (so
 		{sliceInf.Informer(), c.onSlice},
 		{nodeInf.Informer(), c.onNode},
 	}
-	serves, err := servesServiceCIDRs(client.Discovery())
-	if err != nil {
-		return s, err
-	}
-	if serves {
-		cidrInf := s.factory.Networking().V1().ServiceCIDRs()
-		s.serviceCIDRs = cidrInf.Lister()
-		handlers = append(handlers, informerHandler{cidrInf.Informer(), c.onServiceCIDR})
-	} else {
-		c.log.Info("the API server has no ServiceCIDR objects (networking.k8s.io/v1); --service-cidr gives the Service CIDRs")
-	}
 	for _, h := range handlers {
-		fn := h.fn
-		reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    fn,
-			UpdateFunc: func(_, obj any) { fn(obj) },
-			DeleteFunc: fn,
-		})
+		synced, err := h.register()
 		if err != nil {
 			return s, err
 		}
-		// The handler's own HasSynced: true once the initial objects were not only stored
-		// but also delivered to the handler. Waiting for it means every initial dirty mark
-		// is in before the first full sync, which covers them all; otherwise marks that
-		// arrive late make a second sync recompute up to every Service for nothing.
-		s.synced = append(s.synced, h.inf.HasSynced, reg.HasSynced)
+		s.synced = append(s.synced, synced...)
 	}
-	return s, nil
+	return s, s.watchServiceCIDRs(client, c)
+}
+
+// register sends the informer's events to the handler. It returns what says that the
+// informer synced and the handler's own HasSynced: true once the initial objects were not
+// only stored but also delivered to the handler. Waiting for it means every initial dirty
+// mark is in before the first full sync, which covers them all; otherwise marks that arrive
+// late make a second sync recompute up to every Service for nothing.
+func (h informerHandler) register() ([]cache.InformerSynced, error) {
+	fn := h.fn
+	reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    fn,
+		UpdateFunc: func(_, obj any) { fn(obj) },
+		DeleteFunc: fn,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []cache.InformerSynced{h.inf.HasSynced, reg.HasSynced}, nil
 }
 
 // start runs the informers and waits for their caches.
