@@ -16,24 +16,24 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// ServiceCIDRGroupVersion and ServiceCIDRResource are where discovery lists the ServiceCIDR
+// serviceCIDRGroupVersion and serviceCIDRResource are where discovery lists the ServiceCIDR
 // objects the proxy watches for the cluster's Service CIDRs.
-var ServiceCIDRGroupVersion = networkingv1.SchemeGroupVersion.String()
+var serviceCIDRGroupVersion = networkingv1.SchemeGroupVersion.String()
 
-const ServiceCIDRResource = "servicecidrs"
+const serviceCIDRResource = "servicecidrs"
 
 // servesServiceCIDRs asks discovery whether the API server has ServiceCIDR objects
 // (Kubernetes 1.33 and later, or earlier with the beta enabled in v1). Without them the
 // informer could never sync; --service-cidr is then the only source.
 func servesServiceCIDRs(d discovery.DiscoveryInterface) (bool, error) {
-	list, err := d.ServerResourcesForGroupVersion(ServiceCIDRGroupVersion)
+	list, err := d.ServerResourcesForGroupVersion(serviceCIDRGroupVersion)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, errors.Join(errors.New("asking the API server whether it serves ServiceCIDRs"), err)
 	}
-	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == ServiceCIDRResource }), nil
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == serviceCIDRResource }), nil
 }
 
 // watchServiceCIDRs adds the ServiceCIDR informer when the API server serves them.

@@ -32,8 +32,8 @@ func serviceCIDR(name string, cidrs ...string) *networkingv1.ServiceCIDR {
 // server of Kubernetes 1.33 or later does.
 func servingServiceCIDRs(objs ...*networkingv1.ServiceCIDR) *fake.Clientset {
 	cs := fake.NewClientset()
-	cs.Resources = append(cs.Resources, &metav1.APIResourceList{GroupVersion: ServiceCIDRGroupVersion,
-		APIResources: []metav1.APIResource{{Name: ServiceCIDRResource, Kind: "ServiceCIDR"}}})
+	cs.Resources = append(cs.Resources, &metav1.APIResourceList{GroupVersion: serviceCIDRGroupVersion,
+		APIResources: []metav1.APIResource{{Name: serviceCIDRResource, Kind: "ServiceCIDR"}}})
 	for _, o := range objs {
 		if _, err := cs.NetworkingV1().ServiceCIDRs().Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
 			panic(err)
