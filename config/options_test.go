@@ -97,7 +97,8 @@ func TestValidateAndTheFileShareTheirRules(t *testing.T) {
 			t.Errorf("%s: Parse: %v; want an error saying %q", tc.field, fileErr, tc.rule)
 		}
 	}
-	for _, args := range [][]string{{"--min-sync-period=1m"}, {"--mode=ebpf"}, {"--iptables-backend=ebpf"}} {
+	for _, args := range [][]string{{"--min-sync-period=1m"}, {"--mode=ebpf"}, {"--iptables-backend=ebpf"},
+		{"--service-cidr=10.0.0.0/8", "--cluster-cidr=10.244.0.0/16"}} {
 		o, _ := optionsFlags(t, args...)
 		if _, err := o.Validate(); err == nil || !strings.HasPrefix(err.Error(), strings.SplitN(args[0], "=", 2)[0]) {
 			t.Errorf("%v: %v; want an error naming the flag", args, err)

@@ -59,6 +59,13 @@ func (o *Options) Validate() (Parsed, error) {
 	if p.ServiceCIDRs, err = serviceCIDRs(o.ServiceCIDRs, flagName(FlagServiceCIDR)); err != nil {
 		return p, err
 	}
+	for _, s := range p.ServiceCIDRs {
+		for _, c := range p.ClusterCIDRs {
+			if s.Overlaps(c) {
+				return p, fmt.Errorf("--%s=%s overlaps --%s=%s: connections to pods there would be refused", FlagServiceCIDR, s, FlagClusterCIDR, c)
+			}
+		}
+	}
 	switch o.Mode {
 	case ModeAuto, ModeIPVS, ModeIPTables:
 	default:
