@@ -651,3 +651,25 @@ func TestServiceCIDRsChangeAtResync(t *testing.T) {
 	}
 	converged(t, p, fx)
 }
+
+// iptables-save escapes an apostrophe in a comment, so a rule with one never matches its
+// saved form and every Resync would rewrite the rules.
+func TestStaticRulesHaveNoApostrophe(t *testing.T) {
+	rc := newRenderConfig(testCfg, []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		[]netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:96::/108")})
+	for _, f := range []family{v4, v6} {
+		chains, jumps := staticChains(f, rc)
+		var rules []string
+		for _, c := range chains {
+			rules = append(rules, c.rules...)
+		}
+		for _, j := range jumps {
+			rules = append(rules, j.spec)
+		}
+		for _, r := range rules {
+			if strings.Contains(r, "'") {
+				t.Errorf("%s: apostrophe in %q", f, r)
+			}
+		}
+	}
+}

@@ -301,7 +301,7 @@ func serviceCIDRRules(f family, rc *renderConfig) []string {
 	if len(rc.serviceCIDRs[f]) == 0 {
 		return nil
 	}
-	rules := []string{join("-m addrtype --dst-type LOCAL", comment("kube-ipvs: the node's own addresses are never refused"), "-j RETURN")}
+	rules := []string{join("-m addrtype --dst-type LOCAL", comment("kube-ipvs: addresses of the node itself are never refused"), "-j RETURN")}
 	for _, p := range rc.serviceCIDRs[f] {
 		rules = append(rules, join("-d "+p.String(),
 			comment("kube-ipvs: an address or port in a Service CIDR that no Service holds: refuse at once"),
