@@ -49,6 +49,7 @@ const (
 	FlagClusterCIDR   = "cluster-cidr"   // the Pods' CIDR (a dual-stack pair comma-separated)
 	FlagMasqueradeAll = "masquerade-all" // SNAT all traffic to Service addresses
 	FlagExcludeCIDRs  = "exclude-cidrs"  // virtual servers and addresses in these CIDRs are never cleaned up
+	FlagServiceCIDR   = "service-cidr"   // the Service CIDRs when the API has no ServiceCIDR objects
 )
 
 // NodePortAddressesPrimary is kube-proxy's special nodePortAddresses value: NodePorts only on

@@ -49,6 +49,7 @@ masqueradeAll: true
 excludeCIDRs:
 - 192.168.100.0/24
 - 192.168.200.0/24
+serviceCIDRs: [10.96.0.0/12, "fd00:96::/108"]
 `
 	s, warnings := parseOK(t, doc)
 	if len(warnings) != 0 {
@@ -75,6 +76,7 @@ excludeCIDRs:
 		"cluster-cidr":                 "10.244.0.0/16,fd00:10:244::/56",
 		"masquerade-all":               "true",
 		"exclude-cidrs":                "192.168.100.0/24,192.168.200.0/24",
+		"service-cidr":                 "10.96.0.0/12,fd00:96::/108",
 	}
 	if s.Kind != Kind {
 		t.Errorf("Kind = %q", s.Kind)

@@ -44,6 +44,7 @@ type Options struct {
 	MetricsAddress  string
 	ClusterCIDRs    []string
 	ExcludeCIDRs    []string
+	ServiceCIDRs    []string
 	MasqueradeAll   bool
 	IPTablesBackend string
 	Mode            string
@@ -53,7 +54,7 @@ type Options struct {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigFile, "config", "", "a KubeIPVSConfiguration or kube-proxy KubeProxyConfiguration file; flags given on the command line override it")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: none, which means the in-cluster configuration)")
-	fs.StringVar(&o.Manifests, "manifests", "", "run without a cluster: read Service, EndpointSlice and Node objects from this YAML/JSON file or folder, re-read on SIGHUP (default: none, watch the API server)")
+	fs.StringVar(&o.Manifests, "manifests", "", "run without a cluster: read Service, EndpointSlice, ServiceCIDR and Node objects from this YAML/JSON file or folder, re-read on SIGHUP (default: none, watch the API server)")
 	fs.StringVar(&o.HostnameOverride, "hostname-override", "", "this node's name, as in its Node object and endpoints' nodeName (default: the host name)")
 	fs.StringVar(&o.Scheduler, "scheduler", "rr", "default IPVS scheduler for Services without the "+proxy.AnnotationScheduler+" annotation: "+strings.Join(proxy.Schedulers(), ", "))
 	fs.DurationVar(&o.SyncPeriod, "sync-period", 30*time.Second, "how often the kernel state is compared with the desired state and repaired")
@@ -68,6 +69,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.StrictARP, "strict-arp", false, "set arp_ignore=1 and arp_announce=2 so the node never answers ARP for Service VIPs (needed by MetalLB)")
 	fs.StringSliceVar(&o.ClusterCIDRs, FlagClusterCIDR, nil, "the pod networks, comma-separated (any families): traffic to a ClusterIP from outside them is masqueraded")
 	fs.StringSliceVar(&o.ExcludeCIDRs, FlagExcludeCIDRs, nil, "CIDRs whose virtual servers the proxy never deletes when it cleans up, comma-separated (kube-proxy's ipvs.excludeCIDRs)")
+	fs.StringSliceVar(&o.ServiceCIDRs, FlagServiceCIDR, nil, "the cluster's Service CIDRs, comma-separated (any families), used when the API server has no ServiceCIDR objects and with --manifests: new connections to an address there that no Service holds are refused")
 	fs.BoolVar(&o.MasqueradeAll, FlagMasqueradeAll, false, "masquerade every connection to a ClusterIP")
 	fs.StringVar(&o.IPTablesBackend, "iptables-backend", "", "iptables backend for the project's rules: legacy or nft (default: detect the one the node uses)")
 	fs.StringVar(&o.Mode, "mode", ModeAuto, "proxy mode: auto (IPVS when the preflight passes, else the iptables proxier, loudly), ipvs (refuse to run without IPVS) or iptables")

@@ -46,7 +46,8 @@ func TestValidateParsesTheOptions(t *testing.T) {
 	}
 
 	o, _ = optionsFlags(t, "--log-level=debug", "--nodeport-addresses=10.1.2.3/8, fd00::1/64",
-		"--exclude-cidrs=192.168.1.7/24", "--cluster-cidr=10.244.0.0/16,fd00:10:244::/56", "--service-node-port-range=20000-20010")
+		"--exclude-cidrs=192.168.1.7/24", "--cluster-cidr=10.244.0.0/16,fd00:10:244::/56", "--service-node-port-range=20000-20010",
+		"--service-cidr=10.96.0.1/12,fd00:96::/108")
 	if p, err = o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +56,7 @@ func TestValidateParsesTheOptions(t *testing.T) {
 		NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")},
 		ExcludeCIDRs:      []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")},
 		ClusterCIDRs:      []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
+		ServiceCIDRs:      []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")},
 		NodePortMin:       20000, NodePortMax: 20010,
 	}
 	if !reflect.DeepEqual(p, want) {
@@ -78,6 +80,9 @@ func TestValidateAndTheFileShareTheirRules(t *testing.T) {
 		{"--nodeport-addresses=primary,10.0.0.0/8", `nodePortAddresses: [primary, 10.0.0.0/8]`, `"primary" must be the only entry; it cannot be mixed with CIDRs`},
 		{"--exclude-cidrs=10.1.0.0", `excludeCIDRs: [10.1.0.0]`, `"10.1.0.0" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
 		{"--cluster-cidr=10.244.0.0/33", `clusterCIDR: 10.244.0.0/33`, `"10.244.0.0/33" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
+		{"--service-cidr=10.96.0.0/12,10.97.0.0", `serviceCIDRs: [10.96.0.0/12, 10.97.0.0]`, `"10.97.0.0" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
+		{"--service-cidr=::ffff:10.96.0.0/108", `serviceCIDRs: ["::ffff:10.96.0.0/108"]`, `"::ffff:10.96.0.0/108" is IPv4-mapped; write the IPv4 CIDR`},
+		{"--service-cidr=::/0", `serviceCIDRs: ["::/0"]`, `"::/0" is a whole address family; a Service CIDR must be narrower`},
 		{"--service-node-port-range=32767-30000", `serviceNodePortRange: 32767-30000`, "the low port 32767 is above the high port 30000"},
 		{"--service-node-port-range=0-100", `serviceNodePortRange: 0-100`, "want LOW-HIGH with ports 1 to 65535"},
 	}
@@ -92,7 +97,8 @@ func TestValidateAndTheFileShareTheirRules(t *testing.T) {
 			t.Errorf("%s: Parse: %v; want an error saying %q", tc.field, fileErr, tc.rule)
 		}
 	}
-	for _, args := range [][]string{{"--min-sync-period=1m"}, {"--mode=ebpf"}, {"--iptables-backend=ebpf"}} {
+	for _, args := range [][]string{{"--min-sync-period=1m"}, {"--mode=ebpf"}, {"--iptables-backend=ebpf"},
+		{"--service-cidr=10.0.0.0/8", "--cluster-cidr=10.244.0.0/16"}} {
 		o, _ := optionsFlags(t, args...)
 		if _, err := o.Validate(); err == nil || !strings.HasPrefix(err.Error(), strings.SplitN(args[0], "=", 2)[0]) {
 			t.Errorf("%v: %v; want an error naming the flag", args, err)

@@ -41,6 +41,7 @@ var ownFields = []ownField{
 	{"clusterCIDR", FlagClusterCIDR, parseClusterCIDR},
 	{"masqueradeAll", FlagMasqueradeAll, parseBool},
 	{"excludeCIDRs", FlagExcludeCIDRs, parseCIDRList},
+	{"serviceCIDRs", FlagServiceCIDR, parseServiceCIDRs},
 }
 
 func defaultPort(addr string) string {

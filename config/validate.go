@@ -22,6 +22,7 @@ type Parsed struct {
 	NodePortAddresses []netip.Prefix
 	ExcludeCIDRs      []netip.Prefix // masked
 	ClusterCIDRs      []netip.Prefix // masked
+	ServiceCIDRs      []netip.Prefix // masked, none /0
 	// NodePortMin and NodePortMax are the bounds of --service-node-port-range.
 	NodePortMin, NodePortMax uint16
 }
@@ -54,6 +55,16 @@ func (o *Options) Validate() (Parsed, error) {
 	}
 	if p.ClusterCIDRs, err = cidrs(o.ClusterCIDRs, flagName(FlagClusterCIDR)); err != nil {
 		return p, err
+	}
+	if p.ServiceCIDRs, err = serviceCIDRs(o.ServiceCIDRs, flagName(FlagServiceCIDR)); err != nil {
+		return p, err
+	}
+	for _, s := range p.ServiceCIDRs {
+		for _, c := range p.ClusterCIDRs {
+			if s.Overlaps(c) {
+				return p, fmt.Errorf("--%s=%s overlaps --%s=%s: connections to pods there would be refused", FlagServiceCIDR, s, FlagClusterCIDR, c)
+			}
+		}
 	}
 	switch o.Mode {
 	case ModeAuto, ModeIPVS, ModeIPTables:
@@ -115,6 +126,24 @@ func cidrs(l []string, where func(i int) string) ([]netip.Prefix, error) {
 			return nil, fmt.Errorf("%s: %v", where(i), err)
 		}
 		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// serviceCIDRs reads the Service CIDRs, masked: a whole address family (/0) is refused, as
+// the API server refuses it in a ServiceCIDR, since every routed connection would be.
+func serviceCIDRs(l []string, where func(i int) string) ([]netip.Prefix, error) {
+	out, err := cidrs(l, where)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range out {
+		switch {
+		case p.Bits() == 0:
+			return nil, fmt.Errorf("%s: %q is a whole address family; a Service CIDR must be narrower", where(i), l[i])
+		case p.Addr().Is4In6():
+			return nil, fmt.Errorf("%s: %q is IPv4-mapped; write the IPv4 CIDR", where(i), l[i])
+		}
 	}
 	return out, nil
 }

@@ -125,16 +125,26 @@ func indexed(path string) func(i int) string {
 	return func(i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 }
 
-func parseCIDRList(path string, v any) (string, error) {
-	l, err := asList(path, v)
-	if err != nil {
-		return "", err
+// cidrListOf makes the parser of a YAML list of CIDRs that check accepts: the file gives
+// the flag the list comma-joined.
+func cidrListOf(check func(l []string, where func(i int) string) ([]netip.Prefix, error)) parser {
+	return func(path string, v any) (string, error) {
+		l, err := asList(path, v)
+		if err != nil {
+			return "", err
+		}
+		if _, err := check(l, indexed(path)); err != nil {
+			return "", err
+		}
+		return strings.Join(l, ","), nil
 	}
-	if _, err := cidrs(l, indexed(path)); err != nil {
-		return "", err
-	}
-	return strings.Join(l, ","), nil
 }
+
+var (
+	parseCIDRList = cidrListOf(cidrs)
+	// parseServiceCIDRs reads the Service CIDRs, none a whole address family.
+	parseServiceCIDRs = cidrListOf(serviceCIDRs)
+)
 
 // parseNodePortAddresses reads CIDRs, or kube-proxy's single special value "primary".
 func parseNodePortAddresses(path string, v any) (string, error) {

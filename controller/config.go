@@ -25,6 +25,10 @@ type Config struct {
 	// NoSchedulers says the dataplane ignores IPVS schedulers (the iptables fallback, which
 	// balances randomly): a Service that asks for one is told so by a Warning Event.
 	NoSchedulers bool
+	// ServiceCIDRs (--service-cidr) are the Service CIDRs when the API server has no
+	// ServiceCIDR objects (or does not serve them): new connections to an address there
+	// that no Service holds are refused.
+	ServiceCIDRs []netip.Prefix
 	// MaxRetryBackoff caps the wait between retries of failed kernel calls.
 	MaxRetryBackoff time.Duration
 }

@@ -1,5 +1,5 @@
-// Package controller is the proxy's control loop: it watches Services, EndpointSlices and
-// this proxy's Node (sources.go), tracks which Services changed, computes their desired
+// Package controller is the proxy's control loop: it watches Services, EndpointSlices,
+// ServiceCIDRs and this proxy's Node (sources.go, servicecidrs.go), tracks which Services changed, computes their desired
 // state with package proxy and resolves it across Services (state.go), and drives one
 // dataplane.Dataplane: incrementally for changes, with a full repair every sync period
 // (sync.go), at the times a pure schedule decides (schedule.go). Observers hear what it
@@ -38,7 +38,9 @@ type Controller struct {
 	dirty       map[model.ServiceName]bool
 	triggers    map[model.ServiceName][]string // EndpointSlice change times not yet programmed
 	nodeChanged bool
-	stats       Stats
+	// cidrsChanged: a ServiceCIDR object changed; the firewall needs a repair.
+	cidrsChanged bool
+	stats        Stats
 
 	// The sync goroutine's own.
 	sched       *schedule
@@ -49,6 +51,9 @@ type Controller struct {
 	node        nodeView
 	healthErr   map[model.ServiceName]string
 	setEntries  int
+	// lastCIDRs are the Service CIDRs of the last repair, for a log line when they change.
+	lastCIDRs       []netip.Prefix
+	lastCIDRsLogged bool
 
 	// stateMu guards state against readers on other goroutines (LookupVS, for metrics
 	// scrapes); only the sync goroutine writes it.
@@ -113,6 +118,7 @@ func (c *Controller) SyncOnce(ctx context.Context) error {
 	if err := c.src.start(ctx); err != nil {
 		return err
 	}
+	c.waitServiceCIDRs(ctx)
 	return c.sync(true)
 }
 
@@ -123,11 +129,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.src.start(ctx); err != nil {
 		return err
 	}
+	c.waitServiceCIDRs(ctx)
 	for {
 		c.mu.Lock()
 		dirty := len(c.dirty) > 0
-		if c.nodeChanged {
-			c.nodeChanged = false
+		if c.nodeChanged || c.cidrsChanged {
+			c.nodeChanged, c.cidrsChanged = false, false
 			c.sched.askFull()
 		}
 		c.mu.Unlock()

@@ -64,10 +64,15 @@ func newHarness(t *testing.T) *harness {
 // object client held is marked changed, and nothing is synced yet.
 func startHarness(t *testing.T, client *fake.Clientset, obs Observers) *harness {
 	t.Helper()
+	return startHarnessWith(t, client, obs, Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour})
+}
+
+// startHarnessWith is startHarness with the controller's Config given.
+func startHarnessWith(t *testing.T, client *fake.Clientset, obs Observers, cfg Config) *harness {
+	t.Helper()
 	h := &harness{t: t, client: client,
 		dp:       newFakeDP(),
 		recorder: record.NewFakeRecorder(100)}
-	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour}
 	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
 	c, err := New(cfg, h.client, h.dp, hostAddrs, h.recorder, obs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -79,6 +84,7 @@ func startHarness(t *testing.T, client *fake.Clientset, obs Observers) *harness 
 	if err := c.src.start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	c.waitServiceCIDRs(ctx)
 	return h
 }
 

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"net/netip"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
@@ -19,6 +21,8 @@ type fakeDP struct {
 	applyErr error                                     // fail the next Apply as a whole
 	applies  []dataplane.Change
 	repairs  int
+	// cidrs are the last repair's Service CIDRs; other goroutines read them (Run tests).
+	cidrs atomic.Pointer[[]netip.Prefix]
 }
 
 func newFakeDP() *fakeDP {
@@ -45,6 +49,8 @@ func (f *fakeDP) Apply(ch dataplane.Change) dataplane.Result {
 
 func (f *fakeDP) Repair(s dataplane.Snapshot) dataplane.Result {
 	f.repairs++
+	cidrs := slices.Clone(s.ServiceCIDRs)
+	f.cidrs.Store(&cidrs)
 	var res dataplane.Result
 	f.services = map[model.ServiceName]*model.ServiceState{}
 	for name, st := range s.Services {

@@ -12,23 +12,34 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// sources are the informers the controller reads: every Service and EndpointSlice, and this
-// node's Node object alone.
+// sources are the informers the controller reads: every Service, EndpointSlice and
+// ServiceCIDR (when the API server serves them), and this node's Node object alone.
 type sources struct {
-	factory     informers.SharedInformerFactory
-	nodeFactory informers.SharedInformerFactory
-	services    corelisters.ServiceLister
-	slices      cache.Indexer
-	nodes       corelisters.NodeLister
-	synced      []cache.InformerSynced
+	factory      informers.SharedInformerFactory
+	nodeFactory  informers.SharedInformerFactory
+	services     corelisters.ServiceLister
+	slices       cache.Indexer
+	nodes        corelisters.NodeLister
+	serviceCIDRs networkinglisters.ServiceCIDRLister // nil: the API has none
+	synced       []cache.InformerSynced
+	// cidrsSynced is kept apart from synced: the start never waits for it for long
+	// (waitServiceCIDRs).
+	cidrsSynced []cache.InformerSynced
 }
 
 const sliceByService = "service"
+
+// informerHandler is an informer and the controller's handler of its events.
+type informerHandler struct {
+	inf cache.SharedIndexInformer
+	fn  func(obj any)
+}
 
 // newSources sets the informers up over client and sends their events to c's handlers.
 func newSources(client kubernetes.Interface, nodeName string, c *Controller) (sources, error) {
@@ -51,31 +62,37 @@ func newSources(client kubernetes.Interface, nodeName string, c *Controller) (so
 	nodeInf := s.nodeFactory.Core().V1().Nodes()
 	s.nodes = nodeInf.Lister()
 
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		fn  func(obj any)
-	}{
+	handlers := []informerHandler{
 		{svcInf.Informer(), c.onService},
 		{sliceInf.Informer(), c.onSlice},
 		{nodeInf.Informer(), c.onNode},
 	}
 	for _, h := range handlers {
-		fn := h.fn
-		reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    fn,
-			UpdateFunc: func(_, obj any) { fn(obj) },
-			DeleteFunc: fn,
-		})
+		synced, err := h.register()
 		if err != nil {
 			return s, err
 		}
-		// The handler's own HasSynced: true once the initial objects were not only stored
-		// but also delivered to the handler. Waiting for it means every initial dirty mark
-		// is in before the first full sync, which covers them all; otherwise marks that
-		// arrive late make a second sync recompute up to every Service for nothing.
-		s.synced = append(s.synced, h.inf.HasSynced, reg.HasSynced)
+		s.synced = append(s.synced, synced...)
 	}
-	return s, nil
+	return s, s.watchServiceCIDRs(client, c)
+}
+
+// register sends the informer's events to the handler. It returns what says that the
+// informer synced and the handler's own HasSynced: true once the initial objects were not
+// only stored but also delivered to the handler. Waiting for it means every initial dirty
+// mark is in before the first full sync, which covers them all; otherwise marks that arrive
+// late make a second sync recompute up to every Service for nothing.
+func (h informerHandler) register() ([]cache.InformerSynced, error) {
+	fn := h.fn
+	reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    fn,
+		UpdateFunc: func(_, obj any) { fn(obj) },
+		DeleteFunc: fn,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []cache.InformerSynced{h.inf.HasSynced, reg.HasSynced}, nil
 }
 
 // start runs the informers and waits for their caches.

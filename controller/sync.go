@@ -158,8 +158,10 @@ func (c *Controller) syncFull(st *Stats) dataplane.Result {
 	c.retryVS, c.retryIP = map[model.VSKey]bool{}, map[netip.Addr]bool{}
 	st.Services = len(seen)
 	st.Phases.Build = time.Since(start)
+	cidrs, from := c.serviceCIDRs()
+	c.noteServiceCIDRs(cidrs, from)
 	res := c.dp.Repair(dataplane.Snapshot{Services: c.state.services, VSes: c.state.allVSes(),
-		Binds: c.state.allBinds(), NodeIPs: c.node.nodeIPs})
+		Binds: c.state.allBinds(), NodeIPs: c.node.nodeIPs, ServiceCIDRs: cidrs})
 	st.Phases.Firewall, st.Phases.Addresses, st.Phases.IPVS = res.Phases.Firewall, res.Phases.Addresses, res.Phases.IPVS
 	return res
 }

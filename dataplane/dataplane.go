@@ -51,6 +51,10 @@ type Snapshot struct {
 	// NodeIPs are the addresses with NodePort virtual servers (they also shape the
 	// source-range rules: the node reaches a load balancer it holds from them).
 	NodeIPs []netip.Addr
+	// ServiceCIDRs are the cluster's Service CIDRs (masked, unmapped, any families):
+	// new connections to an address in them that no Service holds are refused. The
+	// controller repairs when they change, so only a repair carries them.
+	ServiceCIDRs []netip.Prefix
 }
 
 // Result reports one call. Errors per key are retried by the controller (from the desired

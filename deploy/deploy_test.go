@@ -116,6 +116,9 @@ func TestClusterRoleIsLeastPrivilege(t *testing.T) {
 			want[r+" "+v] = true
 		}
 	}
+	for _, v := range []string{"list", "watch"} {
+		want["networking.k8s.io/servicecidrs "+v] = true
+	}
 	for _, r := range []string{"/events", "events.k8s.io/events"} {
 		for _, v := range []string{"create", "patch"} {
 			want[r+" "+v] = true

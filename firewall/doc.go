@@ -33,6 +33,9 @@
 //     kernel hold exactly the defined sets with the Tracker's entries (reading the Tracker in
 //     place, as a DesiredSets), and then the rules are applied and repaired against
 //     iptables-save (Runner.Resync). Sets come first: the rules name them.
+//   - The Service CIDRs (the repair's snapshot) fill KIPVS-SERVICE-CIDRS through
+//     ServiceCIDREntries: they belong to no Service, so they bypass the Tracker, and
+//     WithServiceCIDRs joins both into the DesiredSets the repair resyncs against.
 //   - Every result reports the desired entry count, Tracker.Count summed over Sets(cfg).
 //
 // Failed writes come back in the dataplane's result and are retried by the controller; ipset

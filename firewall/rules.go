@@ -77,14 +77,19 @@ const (
 	// nat: KIPVS-SERVICES (from PREROUTING, and via KIPVS-OUTPUT from OUTPUT) marks
 	// connections to masquerade; KIPVS-POSTROUTING masquerades them and hairpin connections;
 	// KIPVS-MARK-MASQ sets the mark; KIPVS-CLUSTER-MASQ decides for ClusterIPs by source.
-	ChainServices     = "KIPVS-SERVICES"
-	ChainOutput       = "KIPVS-OUTPUT"
-	ChainPostrouting  = "KIPVS-POSTROUTING"
-	ChainMarkMasq     = "KIPVS-MARK-MASQ"
-	ChainClusterMasq  = "KIPVS-CLUSTER-MASQ"
-	ChainInput        = "KIPVS-INPUT"
-	ChainVIPFilter    = "KIPVS-VIP-FILTER"
-	ChainForward      = "KIPVS-FORWARD"
+	ChainServices    = "KIPVS-SERVICES"
+	ChainOutput      = "KIPVS-OUTPUT"
+	ChainPostrouting = "KIPVS-POSTROUTING"
+	ChainMarkMasq    = "KIPVS-MARK-MASQ"
+	ChainClusterMasq = "KIPVS-CLUSTER-MASQ"
+	ChainInput       = "KIPVS-INPUT"
+	ChainVIPFilter   = "KIPVS-VIP-FILTER"
+	ChainForward     = "KIPVS-FORWARD"
+	// filter: KIPVS-CIDR-FILTER (from KIPVS-FORWARD and from OUTPUT) rejects new
+	// connections to an address in a Service CIDR that no Service holds. Such an address is
+	// not on kube-ipvs0, so the packet is routed on (FORWARD for pods and other hosts,
+	// OUTPUT for the node) rather than delivered (INPUT, where the VIP filter is).
+	ChainCIDRFilter   = "KIPVS-CIDR-FILTER"
 	commentJumpPrefix = "kube-ipvs: "
 )
 
@@ -219,13 +224,14 @@ func (w *writer) nat(cfg Config) {
 	w.line("COMMIT")
 }
 
-// filter writes the VIP filter, health checks and NodePorts, forwarded replies.
+// filter writes the VIP filter, health checks and NodePorts, forwarded replies, and the
+// rejection of unallocated Service addresses.
 func (w *writer) filter() {
 	icmp := "icmp"
 	if w.f == IPv6 {
 		icmp = "ipv6-icmp"
 	}
-	w.table("filter", ChainInput, ChainVIPFilter, ChainForward)
+	w.table("filter", ChainInput, ChainVIPFilter, ChainForward, ChainCIDRFilter)
 	w.rule(ChainInput, "-m conntrack --ctstate NEW "+w.set(SetVIPs, "dst"),
 		"new connection to a VIP: only to a port a Service exposes there", ChainVIPFilter)
 	w.rule(ChainInput, "-p tcp -m set --match-set "+SetHealthCheckNodePort+" dst",
@@ -242,7 +248,14 @@ func (w *writer) filter() {
 		"out-of-window packets of NATed connections would reach endpoints un-NATed and be answered with RST", "DROP")
 	w.rule(ChainForward, "-m conntrack --ctstate RELATED,ESTABLISHED",
 		"replies from endpoints cross FORWARD before IPVS un-NATs them; a DROP policy must not cut them", "ACCEPT")
+	w.rule(ChainForward, "", "new connections from pods and other hosts to a Service CIDR", ChainCIDRFilter)
+	// A VIP is exempt even before its address is bound (its entry comes first), and so is
+	// every address of the node, whatever the CIDRs hold.
+	w.rule(ChainCIDRFilter,
+		"-m conntrack --ctstate NEW "+w.set(SetServiceCIDRs, "dst")+" "+w.notSet(SetVIPs, "dst")+" -m addrtype ! --dst-type LOCAL",
+		"an address in a Service CIDR that no Service holds: refuse at once rather than leak to the default route", "REJECT")
 	w.jump("INPUT", "VIP filter, health-check and node ports", ChainInput)
-	w.jump("FORWARD", "replies of Service connections", ChainForward)
+	w.jump("FORWARD", "replies of Service connections, unallocated Service addresses", ChainForward)
+	w.jump("OUTPUT", "unallocated Service addresses for node-originated traffic", ChainCIDRFilter)
 	w.line("COMMIT")
 }

@@ -77,8 +77,8 @@ func TestRenderRulesUseOnlyOwnNamesAndDefinedSets(t *testing.T) {
 				}
 			}
 		}
-		if jumps != 7 {
-			t.Errorf("%s: %d jump rules, want 7 (mangle PREROUTING/OUTPUT, nat PREROUTING/OUTPUT/POSTROUTING, filter INPUT/FORWARD)", fam, jumps)
+		if jumps != 8 {
+			t.Errorf("%s: %d jump rules, want 8 (mangle PREROUTING/OUTPUT, nat PREROUTING/OUTPUT/POSTROUTING, filter INPUT/FORWARD/OUTPUT)", fam, jumps)
 		}
 	}
 }

@@ -48,6 +48,7 @@ type SetType string
 
 const (
 	HashIP          SetType = "hash:ip"
+	HashNet         SetType = "hash:net"
 	HashIPPort      SetType = "hash:ip,port"
 	HashIPPortIP    SetType = "hash:ip,port,ip"
 	HashIPPortNet   SetType = "hash:ip,port,net"
@@ -91,6 +92,11 @@ const (
 	SetHealthCheckNodePort = "KIPVS-HEALTH-CHECK-NODE-PORT"
 	// SetVIPs holds every address bound to kube-ipvs0 (ClusterIPs, external IPs, LB IPs).
 	SetVIPs = "KIPVS-VIPS"
+	// SetServiceCIDRs holds the cluster's Service CIDRs (ServiceCIDR objects, or
+	// --service-cidr): new connections to an address there that is not a VIP are rejected
+	// instead of leaking to the default route. Its entries come from the proxy's
+	// configuration and the API, never from a Service (ServiceCIDREntries).
+	SetServiceCIDRs = "KIPVS-SERVICE-CIDRS"
 )
 
 // SetDef is one set as the kernel must have it. Size (hashsize, maxelem) is not part of it:
@@ -124,6 +130,7 @@ var familySets = []baseSet{
 	{SetNodePort, HashIPPort, "nodeIP,proto:nodePort, externalTrafficPolicy Cluster"},
 	{SetNodePortLocal, HashIPPort, "nodeIP,proto:nodePort, externalTrafficPolicy Local"},
 	{SetVIPs, HashIP, "every address bound to kube-ipvs0"},
+	{SetServiceCIDRs, HashNet, "the cluster's Service CIDRs"},
 }
 
 // Name returns the name of the family's set with that base name: the base for IPv4 and
@@ -160,6 +167,7 @@ func Sets(cfg Config) []SetDef {
 // Entry is one member of a set. Which fields are used depends on the set's type:
 //
 //	hash:ip           IP
+//	hash:net          Net
 //	hash:ip,port      IP, Proto, Port
 //	hash:ip,port,ip   IP, Proto, Port, IP2
 //	hash:ip,port,net  IP, Proto, Port, Net
@@ -175,8 +183,11 @@ type Entry struct {
 }
 
 // String renders the entry as the ipset tool does: "10.0.0.1,tcp:80",
-// "10.0.0.1,tcp:80,10.1.0.0/16", "30000".
+// "10.0.0.1,tcp:80,10.1.0.0/16", "10.96.0.0/12", "30000".
 func (e Entry) String() string {
+	if !e.IP.IsValid() && e.Net.IsValid() {
+		return e.Net.String()
+	}
 	if !e.IP.IsValid() {
 		return strconv.Itoa(int(e.Port))
 	}
@@ -224,8 +235,24 @@ func (d SetDef) Check(e Entry) error {
 		}
 		return nil
 	}
+	network := func() error {
+		switch {
+		case !e.Net.IsValid():
+			return bad("network missing")
+		case e.Net != e.Net.Masked():
+			return bad("network not masked")
+		case e.Net.Bits() == 0:
+			return bad("a /0 network cannot be stored (the kernel takes /1 to /32 or /128)")
+		}
+		return addr(e.Net.Addr())
+	}
 	var errs []error
 	switch d.Type {
+	case HashNet:
+		errs = append(errs, network())
+		if e.IP.IsValid() || e.Proto != 0 || e.Port != 0 || e.IP2.IsValid() {
+			errs = append(errs, bad("only a network belongs in it"))
+		}
 	case HashIP:
 		errs = append(errs, addr(e.IP))
 		if e.Proto != 0 || e.Port != 0 || e.IP2.IsValid() || e.Net.IsValid() {
@@ -247,16 +274,7 @@ func (d SetDef) Check(e Entry) error {
 			if e.IP2.IsValid() {
 				errs = append(errs, bad("third dimension is a network, not an address"))
 			}
-			switch {
-			case !e.Net.IsValid():
-				errs = append(errs, bad("network missing"))
-			case e.Net != e.Net.Masked():
-				errs = append(errs, bad("network not masked"))
-			case e.Net.Bits() == 0:
-				errs = append(errs, bad("a /0 network cannot be stored (the kernel takes /1 to /32 or /128)"))
-			default:
-				errs = append(errs, addr(e.Net.Addr()))
-			}
+			errs = append(errs, network())
 		}
 	case BitmapPort:
 		if e.IP.IsValid() || e.Proto != 0 || e.IP2.IsValid() || e.Net.IsValid() {

@@ -11,8 +11,8 @@ import (
 func TestSetNames(t *testing.T) {
 	seen := map[SetName]bool{}
 	defs := Sets(Config{})
-	if len(defs) != 25 {
-		t.Errorf("%d sets, want 12 per family and the health-check set", len(defs))
+	if len(defs) != 27 {
+		t.Errorf("%d sets, want 13 per family and the health-check set", len(defs))
 	}
 	for _, d := range defs {
 		for _, n := range []SetName{d.Name, TempName(d.Name)} {
@@ -37,8 +37,8 @@ func TestSetNames(t *testing.T) {
 			t.Errorf("IPv6 set %s lacks the -6 suffix", d.Name)
 		}
 	}
-	if n := len(Sets(Config{IPv6: true})); n != 13 {
-		t.Errorf("IPv6 only: %d sets, want 13", n)
+	if n := len(Sets(Config{IPv6: true})); n != 14 {
+		t.Errorf("IPv6 only: %d sets, want 14", n)
 	}
 }
 
@@ -66,6 +66,11 @@ func TestEntryCheckAndString(t *testing.T) {
 		{withType(v6, HashIPPortNet), Entry{IP: ip("fd00::1"), Proto: model.TCP, Port: 80, Net: netip.MustParsePrefix("2001:db8::/32")}, "fd00::1,tcp:80,2001:db8::/32", true},
 		{withType(v4, HashIPPortNet), Entry{IP: ip("10.0.0.1"), Proto: model.TCP, Port: 80, Net: netip.MustParsePrefix("10.1.2.3/16")}, "10.0.0.1,tcp:80,10.1.2.3/16", false},
 		{withType(v4, HashIPPortNet), Entry{IP: ip("10.0.0.1"), Proto: model.TCP, Port: 80, Net: netip.MustParsePrefix("0.0.0.0/0")}, "10.0.0.1,tcp:80,0.0.0.0/0", false},
+		{withType(v4, HashNet), Entry{Net: netip.MustParsePrefix("10.96.0.0/12")}, "10.96.0.0/12", true},
+		{withType(v6, HashNet), Entry{Net: netip.MustParsePrefix("fd00:96::/108")}, "fd00:96::/108", true},
+		{withType(v4, HashNet), Entry{Net: netip.MustParsePrefix("fd00:96::/108")}, "fd00:96::/108", false},
+		{withType(v4, HashNet), Entry{Net: netip.MustParsePrefix("10.96.0.1/12")}, "10.96.0.1/12", false},
+		{withType(v4, HashNet), Entry{IP: ip("10.0.0.1"), Net: netip.MustParsePrefix("10.96.0.0/12")}, "10.0.0.1,10.96.0.0/12", false},
 		{bitmap, Entry{Port: 32000}, "32000", true},
 		{bitmap, Entry{Port: 32000, Proto: model.TCP}, "32000", false},
 	}

@@ -52,6 +52,8 @@ func samples(d firewall.SetDef) []firewall.Entry {
 		return []firewall.Entry{{IP: x, Proto: model.TCP, Port: 80, IP2: y}, {IP: y, Proto: model.UDP, Port: 53, IP2: y}}
 	case firewall.HashIPPortNet:
 		return []firewall.Entry{{IP: x, Proto: model.TCP, Port: 80, Net: net}, {IP: x, Proto: model.TCP, Port: 443, Net: netip.PrefixFrom(y, y.BitLen())}}
+	case firewall.HashNet:
+		return []firewall.Entry{{Net: net}, {Net: netip.PrefixFrom(x, x.BitLen()-4).Masked()}, {Net: netip.PrefixFrom(y, y.BitLen())}}
 	case firewall.BitmapPort:
 		return []firewall.Entry{{Port: 0}, {Port: 32000}, {Port: 65535}}
 	}

@@ -281,6 +281,12 @@ func (k *NetlinkKernel) adt(cmd int, verb string, name firewall.SetName, entries
 // firewall.Entry).
 func appendEntry(b []byte, e firewall.Entry) []byte {
 	b, data := nlcodec.BeginNest(b, nl.IPSET_ATTR_DATA)
+	if !e.IP.IsValid() && e.Net.IsValid() {
+		// hash:net: the network is the first and only dimension.
+		b = appendIP(b, nl.IPSET_ATTR_IP, e.Net.Addr())
+		b = nlcodec.AppendU8(b, nl.IPSET_ATTR_CIDR, uint8(e.Net.Bits()))
+		return nlcodec.EndNest(b, data)
+	}
 	if e.IP.IsValid() {
 		b = appendIP(b, nl.IPSET_ATTR_IP, e.IP)
 	}
@@ -464,7 +470,7 @@ func parseADT(b []byte, fn func(firewall.Entry)) error {
 func parseEntry(b []byte) (firewall.Entry, error) {
 	var e firewall.Entry
 	var ip2 netip.Addr
-	cidr2 := -1
+	cidr, cidr2 := -1, -1
 	err := nlcodec.EachAttr(b, func(a nlcodec.Attr) error {
 		var err error
 		var v uint8
@@ -473,6 +479,9 @@ func parseEntry(b []byte) (firewall.Entry, error) {
 			e.IP, err = nestedAddr(a.Value)
 		case nl.IPSET_ATTR_IP2:
 			ip2, err = nestedAddr(a.Value)
+		case nl.IPSET_ATTR_CIDR:
+			v, err = a.U8()
+			cidr = int(v)
 		case nl.IPSET_ATTR_CIDR2:
 			v, err = a.U8()
 			cidr2 = int(v)
@@ -488,6 +497,12 @@ func parseEntry(b []byte) (firewall.Entry, error) {
 		return e, err
 	}
 	switch {
+	case e.IP.IsValid() && cidr >= 0: // hash:net
+		p, err := e.IP.Prefix(cidr)
+		if err != nil {
+			return e, fmt.Errorf("entry with network %s/%d: %w", e.IP, cidr, err)
+		}
+		e.IP, e.Net = netip.Addr{}, p
 	case ip2.IsValid() && cidr2 >= 0:
 		p, err := ip2.Prefix(cidr2)
 		if err != nil {

@@ -61,10 +61,13 @@ func (c Config) families() []family {
 }
 
 // cidrs returns the cluster CIDRs of one family, masked, without duplicates.
-func (c Config) cidrs(f family) []netip.Prefix {
+func (c Config) cidrs(f family) []netip.Prefix { return prefixesOf(c.ClusterCIDRs, f) }
+
+// prefixesOf returns the prefixes of one family, unmapped and masked, without duplicates.
+func prefixesOf(all []netip.Prefix, f family) []netip.Prefix {
 	var out []netip.Prefix
 	seen := map[netip.Prefix]bool{}
-	for _, p := range c.ClusterCIDRs {
+	for _, p := range all {
 		p = iptables.UnmapPrefix(p)
 		if familyOf(p.Addr()) != f || seen[p] {
 			continue

@@ -59,6 +59,7 @@ func (d *Dataplane) Apply(ch dataplane.Change) dataplane.Result {
 func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
 	start := time.Now()
 	d.rules.SetNodeIPs(s.NodeIPs)
+	d.rules.SetServiceCIDRs(s.ServiceCIDRs)
 	d.rules.StageAll(s.Services)
 	r := d.rules.Resync()
 	if r.Err != nil {

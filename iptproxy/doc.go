@@ -49,7 +49,9 @@
 // local endpoints), filter KIPVS-FIREWALL (source ranges) and filter KIPVS-NODEPORTS
 // (health-check node ports accepted). Fixed chains: nat KIPVS-MARK-MASQ (mark 0x4000),
 // KIPVS-POSTROUTING (masquerade marked packets), filter KIPVS-INPUT, KIPVS-FORWARD and
-// KIPVS-OUTPUT (entry points). One jump each from nat PREROUTING, OUTPUT, POSTROUTING and
+// KIPVS-OUTPUT (entry points), filter KIPVS-SERVICE-CIDRS (one REJECT per Service CIDR,
+// from KIPVS-FORWARD and KIPVS-OUTPUT: what DNAT left in a Service CIDR has no Service,
+// and is refused rather than routed to the default gateway). One jump each from nat PREROUTING, OUTPUT, POSTROUTING and
 // filter INPUT, FORWARD, OUTPUT, inserted first.
 //
 // # Writes

@@ -20,9 +20,11 @@ type Proxy struct {
 	cfg     Config
 	tools   *iptables.Tools // the backend is detected on first use
 	nodeIPs []netip.Addr
-	inputs  map[model.ServiceName]*model.ServiceState // every Service with rules, as last staged
-	dirty   map[model.ServiceName]bool                // staged since the last Open or Resync
-	fams    []*famState
+	// serviceCIDRs shape the static KIPVS-SERVICE-CIDRS chain (SetServiceCIDRs).
+	serviceCIDRs []netip.Prefix
+	inputs       map[model.ServiceName]*model.ServiceState // every Service with rules, as last staged
+	dirty        map[model.ServiceName]bool                // staged since the last Open or Resync
+	fams         []*famState
 }
 
 // famState is one family's view of the kernel.
@@ -75,6 +77,14 @@ func (p *Proxy) SetNodeIPs(ips []netip.Addr) {
 			p.dirty[name] = true
 		}
 	}
+}
+
+// SetServiceCIDRs gives the cluster's Service CIDRs. They change only the static chains,
+// which the next Resync compares and rewrites; until then the old ones stay.
+func (p *Proxy) SetServiceCIDRs(cidrs []netip.Prefix) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.serviceCIDRs = slices.Clone(cidrs)
 }
 
 // Stage records the resolved desired state of one changed Service (nil: gone, or left to
@@ -210,7 +220,9 @@ func (p *Proxy) takeDirty() []model.ServiceName {
 	return names
 }
 
-func (p *Proxy) renderConfig() *renderConfig { return newRenderConfig(p.cfg, p.nodeIPs) }
+func (p *Proxy) renderConfig() *renderConfig {
+	return newRenderConfig(p.cfg, p.nodeIPs, p.serviceCIDRs)
+}
 
 // render renders one Service for a family and records its endpoint count.
 func (p *Proxy) render(fs *famState, name model.ServiceName, rc *renderConfig) *svcRules {

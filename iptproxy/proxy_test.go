@@ -76,13 +76,16 @@ func ops(fx *iptables.FakeExec) string { return strings.Join(fx.TakeOps(), "\n")
 // The fixed chains and jumps, as the first Resync writes them.
 func TestGoldenStaticChains(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		cfg  Config
+		name         string
+		cfg          Config
+		serviceCIDRs []netip.Prefix
 	}{
-		{"static-cluster-cidr", testCfg},
-		{"static-masquerade-all", Config{MasqueradeAll: true, ClusterCIDRs: testCfg.ClusterCIDRs}},
+		{"static-cluster-cidr", testCfg, nil},
+		{"static-masquerade-all", Config{MasqueradeAll: true, ClusterCIDRs: testCfg.ClusterCIDRs}, nil},
 		{"static-two-cidrs-ipv4-only", Config{IPv4: true, ClusterCIDRs: []netip.Prefix{
-			netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.0.0/16")}}},
+			netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.0.0/16")}}, nil},
+		{"static-service-cidrs", testCfg, []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"),
+			netip.MustParsePrefix("10.97.0.0/24"), netip.MustParsePrefix("fd00:96::/108"), netip.MustParsePrefix("0.0.0.0/0")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := iptables.NewFakeExec()
@@ -91,6 +94,7 @@ func TestGoldenStaticChains(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			p.SetServiceCIDRs(tc.serviceCIDRs)
 			if r := p.Resync(); r.Err != nil {
 				t.Fatal(r.Err)
 			}
@@ -620,5 +624,52 @@ func TestNodeIPsShapeSourceRanges(t *testing.T) {
 	}
 	if in := ops(fx); strings.Contains(in, "-s 203.0.113.10/32") || !strings.Contains(in, ":KIPVS-FW-") {
 		t.Errorf("the firewall chain was not rewritten without the LB IP:\n%s", in)
+	}
+}
+
+// A Service CIDR added later reaches the kernel at the next Resync (the controller repairs
+// when the CIDRs change), which then finds nothing more to do.
+func TestServiceCIDRsChangeAtResync(t *testing.T) {
+	fx := iptables.NewFakeExec()
+	cfg := testCfg
+	cfg.Tools.Backend = iptables.NFT
+	p, err := New(fx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Resync(); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	fx.TakeOps()
+	p.SetServiceCIDRs([]netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")})
+	r := p.Resync()
+	if r.Err != nil || r.Restores != 1 {
+		t.Fatalf("Resync after a new IPv4 Service CIDR: %+v, want one restore (IPv4 only)", r)
+	}
+	if got := ops(fx); !strings.Contains(got, "-A KIPVS-SERVICE-CIDRS -d 10.96.0.0/16 ") {
+		t.Errorf("the new CIDR's rule was not written:\n%s", got)
+	}
+	converged(t, p, fx)
+}
+
+// iptables-save escapes an apostrophe in a comment, so a rule with one never matches its
+// saved form and every Resync would rewrite the rules.
+func TestStaticRulesHaveNoApostrophe(t *testing.T) {
+	rc := newRenderConfig(testCfg, []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		[]netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:96::/108")})
+	for _, f := range []family{v4, v6} {
+		chains, jumps := staticChains(f, rc)
+		var rules []string
+		for _, c := range chains {
+			rules = append(rules, c.rules...)
+		}
+		for _, j := range jumps {
+			rules = append(rules, j.spec)
+		}
+		for _, r := range rules {
+			if strings.Contains(r, "'") {
+				t.Errorf("%s: apostrophe in %q", f, r)
+			}
+		}
 	}
 }

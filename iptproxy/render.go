@@ -47,6 +47,10 @@ const (
 	ChainInput   = "KIPVS-INPUT"
 	ChainForward = "KIPVS-FORWARD"
 	ChainOutput  = "KIPVS-OUTPUT"
+	// filter KIPVS-SERVICE-CIDRS (from KIPVS-FORWARD and KIPVS-OUTPUT, new connections
+	// only) rejects what still goes to a Service CIDR after DNAT: an address no Service
+	// holds, or a port no Service exposes there. One rule per CIDR, none per Service.
+	ChainServiceCIDRs = "KIPVS-SERVICE-CIDRS"
 
 	// Per Service port and per endpoint chains: the prefix, then 16 characters of the
 	// base32 SHA-256 of "namespace/name:port/PROTOCOL" (and the endpoint).
@@ -89,12 +93,15 @@ type renderConfig struct {
 	masqueradeAll bool
 	cidrs         [2][]netip.Prefix
 	nodeIPs       []netip.Addr
+	serviceCIDRs  [2][]netip.Prefix
 }
 
-func newRenderConfig(cfg Config, nodeIPs []netip.Addr) *renderConfig {
+func newRenderConfig(cfg Config, nodeIPs []netip.Addr, serviceCIDRs []netip.Prefix) *renderConfig {
 	rc := &renderConfig{mark: cfg.mark(), masqueradeAll: cfg.MasqueradeAll}
 	for _, f := range []family{v4, v6} {
 		rc.cidrs[f] = cfg.cidrs(f)
+		// A /0 would refuse every routed connection (the API refuses one anyway).
+		rc.serviceCIDRs[f] = slices.DeleteFunc(prefixesOf(serviceCIDRs, f), func(p netip.Prefix) bool { return p.Bits() == 0 })
 	}
 	for _, a := range nodeIPs {
 		if a.IsValid() {
@@ -260,16 +267,19 @@ func staticChains(f family, rc *renderConfig) (chains []chainRules, jumps []disp
 		"-m conntrack --ctstate NEW -j " + ChainFirewall,
 		"-m conntrack --ctstate NEW -j " + ChainServices,
 	}
+	// Routed on, not delivered: only FORWARD and OUTPUT can see a Service CIDR address.
+	routed := append(slices.Clone(checks), "-m conntrack --ctstate NEW -j "+ChainServiceCIDRs)
 	filter := []chainRules{
 		{chainKey{tableFilter, ChainFirewall}, nil},
 		{chainKey{tableFilter, ChainServices}, nil},
 		{chainKey{tableFilter, ChainNodePorts}, nil},
+		{chainKey{tableFilter, ChainServiceCIDRs}, serviceCIDRRules(f, rc)},
 		{chainKey{tableFilter, ChainInput}, append(slices.Clone(checks), "-j "+ChainNodePorts)},
-		{chainKey{tableFilter, ChainForward}, append(slices.Clone(checks),
+		{chainKey{tableFilter, ChainForward}, append(routed,
 			join("-m conntrack --ctstate INVALID", comment("kube-ipvs: out-of-window packets of NATed connections would reach endpoints un-NATed"), "-j DROP"),
 			join("-m mark --mark "+mark, comment("kube-ipvs: Service traffic marked for masquerade"), "-j ACCEPT"),
 			join("-m conntrack --ctstate RELATED,ESTABLISHED", comment("kube-ipvs: Service connections and their replies"), "-j ACCEPT"))},
-		{chainKey{tableFilter, ChainOutput}, slices.Clone(checks)},
+		{chainKey{tableFilter, ChainOutput}, routed},
 	}
 	jump := func(table, builtin, why, target string) dispatchRule {
 		return dispatchRule{table, builtin, join(comment("kube-ipvs: "+why), "-j "+target)}
@@ -283,6 +293,21 @@ func staticChains(f family, rc *renderConfig) (chains []chainRules, jumps []disp
 		jump(tableFilter, "OUTPUT", "source ranges and rejects for node-originated traffic", ChainOutput),
 	}
 	return append(nat, filter...), jumps
+}
+
+// serviceCIDRRules reject new connections into the family's Service CIDRs that DNAT left
+// there, but never to an address of the node's own.
+func serviceCIDRRules(f family, rc *renderConfig) []string {
+	if len(rc.serviceCIDRs[f]) == 0 {
+		return nil
+	}
+	rules := []string{join("-m addrtype --dst-type LOCAL", comment("kube-ipvs: addresses of the node itself are never refused"), "-j RETURN")}
+	for _, p := range rc.serviceCIDRs[f] {
+		rules = append(rules, join("-d "+p.String(),
+			comment("kube-ipvs: an address or port in a Service CIDR that no Service holds: refuse at once"),
+			"-j REJECT --reject-with "+rejectWith(f, 0)))
+	}
+	return rules
 }
 
 func hasFamily(addrs map[netip.Addr]bool, f family) bool {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,6 +48,8 @@ func upsert(ctx context.Context, cs kubernetes.Interface, obj runtime.Object) er
 		return createOrUpdate(ctx, cs.DiscoveryV1().EndpointSlices(o.Namespace), o.DeepCopy())
 	case *corev1.Node:
 		return createOrUpdate(ctx, cs.CoreV1().Nodes(), o.DeepCopy())
+	case *networkingv1.ServiceCIDR:
+		return createOrUpdate(ctx, cs.NetworkingV1().ServiceCIDRs(), o.DeepCopy())
 	}
 	return fmt.Errorf("unsupported object %T", obj)
 }
@@ -73,6 +76,8 @@ func remove(ctx context.Context, cs kubernetes.Interface, obj runtime.Object) er
 		return cs.DiscoveryV1().EndpointSlices(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
 	case *corev1.Node:
 		return cs.CoreV1().Nodes().Delete(ctx, o.Name, metav1.DeleteOptions{})
+	case *networkingv1.ServiceCIDR:
+		return cs.NetworkingV1().ServiceCIDRs().Delete(ctx, o.Name, metav1.DeleteOptions{})
 	}
 	return fmt.Errorf("unsupported object %T", obj)
 }

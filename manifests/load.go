@@ -1,4 +1,5 @@
-// Package manifests reads Service, EndpointSlice and Node objects from YAML or JSON files and
+// Package manifests reads Service, EndpointSlice, ServiceCIDR and Node objects from YAML or
+// JSON files and
 // keeps a clientset (client-go's fake clientset, in practice) in step with them, so the proxy
 // runs on static manifests through exactly the same informer path as on a real cluster.
 package manifests
@@ -15,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -117,8 +119,10 @@ func keyOf(obj runtime.Object) (string, error) {
 		kind = "EndpointSlice"
 	case *corev1.Node:
 		kind, namespaced = "Node", false
+	case *networkingv1.ServiceCIDR:
+		kind, namespaced = "ServiceCIDR", false
 	default:
-		return "", fmt.Errorf("kind %T is not one the proxy reads (Service, EndpointSlice, Node)", obj)
+		return "", fmt.Errorf("kind %T is not one the proxy reads (Service, EndpointSlice, Node, ServiceCIDR)", obj)
 	}
 	m := obj.(metav1.Object)
 	if m.GetName() == "" {

@@ -94,3 +94,39 @@ func TestSyncCreatesUpdatesAndDeletesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("a no-op sync made %d calls (%v)", len(cs.Actions()), err)
 	}
 }
+
+const serviceCIDRDoc = `apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata: {name: extra}
+spec: {cidrs: [10.97.0.0/16, "fd00:97::/108"]}
+`
+
+// ServiceCIDR objects load (cluster-scoped, no namespace), reach the clientset, leave it
+// when their document goes, and discovery lists the resource, so the controller watches it.
+func TestServiceCIDRsLoadAndSync(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "cidr.yaml", serviceCIDRDoc)
+	objs, err := Load(dir)
+	if err != nil || objs["ServiceCIDR extra"] == nil {
+		t.Fatalf("loaded %v, %v; want ServiceCIDR extra", keys(objs), err)
+	}
+	ctx := context.Background()
+	cs := NewClientset()
+	if err := Sync(ctx, cs, nil, objs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.NetworkingV1().ServiceCIDRs().Get(ctx, "extra", metav1.GetOptions{})
+	if err != nil || strings.Join(got.Spec.CIDRs, ",") != "10.97.0.0/16,fd00:97::/108" {
+		t.Fatalf("ServiceCIDR extra in the clientset: %v, %v", got, err)
+	}
+	if err := Sync(ctx, cs, objs, Objects{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.NetworkingV1().ServiceCIDRs().Get(ctx, "extra", metav1.GetOptions{}); err == nil {
+		t.Error("a ServiceCIDR whose document went is still in the clientset")
+	}
+	list, err := cs.Discovery().ServerResourcesForGroupVersion("networking.k8s.io/v1")
+	if err != nil || len(list.APIResources) != 1 || list.APIResources[0].Name != "servicecidrs" {
+		t.Errorf("discovery: %v, %v; want servicecidrs listed", list, err)
+	}
+}

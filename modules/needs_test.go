@@ -20,11 +20,11 @@ func TestForProxy(t *testing.T) {
 		}
 	}
 	want := []string{"ip_vs", "ip_vs_wrr", "ip_vs_sh", "nf_conntrack", "dummy", "ip_set",
-		"ip_set_hash_ipport", "ip_set_hash_ipportip", "ip_set_hash_ipportnet", "ip_set_hash_ip", "ip_set_bitmap_port",
+		"ip_set_hash_ipport", "ip_set_hash_ipportip", "ip_set_hash_ipportnet", "ip_set_hash_ip", "ip_set_hash_net", "ip_set_bitmap_port",
 		"xt_set", "xt_ipvs"}
-	slices.Sort(want[6:11])
+	slices.Sort(want[6:12])
 	got := slices.Clone(names)
-	slices.Sort(got[6:11]) // the set types come in the firewall's first-use order
+	slices.Sort(got[6:12]) // the set types come in the firewall's first-use order
 	if !slices.Equal(got, want) {
 		t.Errorf("modules %v, want %v", names, want)
 	}

@@ -83,7 +83,7 @@ func TestAllLoadedIsUsableAndLoadsNothing(t *testing.T) {
 		}
 	}
 	want := []string{"ip_vs", "ip_vs_rr", "nf_conntrack", "dummy", "ip_set", "ip_set_hash_ipport",
-		"ip_set_hash_ipportip", "ip_set_hash_ipportnet", "ip_set_hash_ip", "ip_set_bitmap_port", "xt_set", "xt_ipvs"}
+		"ip_set_hash_ipportip", "ip_set_hash_ipportnet", "ip_set_hash_ip", "ip_set_hash_net", "ip_set_bitmap_port", "xt_set", "xt_ipvs"}
 	if !slices.Equal(mods, want) {
 		t.Errorf("module rows %v, want %v", mods, want)
 	}
@@ -435,7 +435,7 @@ func TestSetTypeModules(t *testing.T) {
 	want := map[firewall.SetType]string{
 		firewall.HashIPPort: "ip_set_hash_ipport", firewall.HashIPPortIP: "ip_set_hash_ipportip",
 		firewall.HashIPPortNet: "ip_set_hash_ipportnet", firewall.HashIP: "ip_set_hash_ip",
-		firewall.BitmapPort: "ip_set_bitmap_port",
+		firewall.HashNet: "ip_set_hash_net", firewall.BitmapPort: "ip_set_bitmap_port",
 	}
 	types := modules.SetTypes()
 	if len(types) != len(want) {

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -110,6 +109,7 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 		MinSyncPeriod:     o.MinSyncPeriod,
 		NodePortPrimary:   p.NodePortPrimary,
 		NodePortAddresses: p.NodePortAddresses,
+		ServiceCIDRs:      p.ServiceCIDRs,
 	}
 	if cfg.NodeName == "" {
 		h, err := os.Hostname()
@@ -271,7 +271,7 @@ func newSource(ctx context.Context, o runOptions, log *slog.Logger) (kubernetes.
 		cs, err := kubernetes.NewForConfig(rc)
 		return cs, nil, err
 	}
-	cs := fake.NewClientset()
+	cs := manifests.NewClientset()
 	var current manifests.Objects
 	load := func() {
 		objs, err := manifests.Load(o.Manifests)

@@ -25,6 +25,8 @@ type firewallPart struct {
 	staged  map[model.ServiceName][]firewall.Member
 	scratch []firewall.Member
 	del     firewall.Changes // removals waiting for close
+	// cidrs are the Service CIDR sets' entries, from the last repair's snapshot.
+	cidrs firewall.EntryMap
 }
 
 func newFirewallPart(cfg firewall.Config, sets *ipset.Reconciler, rules *iptables.Runner) *firewallPart {
@@ -83,7 +85,7 @@ func (f *firewallPart) repair() dataplane.Result {
 	start := time.Now()
 	f.take(false)
 	f.del = nil // the repair below removes whatever is no longer desired
-	res := setsResult(f.sets.ResyncSets(firewall.Sets(f.cfg), f.tracker), dataplane.OpUpdate)
+	res := setsResult(f.sets.ResyncSets(firewall.Sets(f.cfg), f.desired()), dataplane.OpUpdate)
 	res.Merge(f.applyRules())
 	rr := f.rules.Resync()
 	res.Merge(rulesResult(rr.Restores, rr.Err))
@@ -99,11 +101,17 @@ func (f *firewallPart) applyRules() dataplane.Result {
 	return rulesResult(r.Restores, r.Err)
 }
 
+// desired is every set's desired content: the Services' entries and the Service CIDRs.
+func (f *firewallPart) desired() firewall.DesiredSets {
+	return firewall.WithServiceCIDRs(f.tracker, f.cidrs)
+}
+
 // entries counts the desired set entries without copying them: it runs on every sync.
 func (f *firewallPart) entries() int {
 	n := 0
+	desired := f.desired()
 	for _, d := range firewall.Sets(f.cfg) {
-		n += f.tracker.Count(d.Name)
+		n += desired.Count(d.Name)
 	}
 	return n
 }

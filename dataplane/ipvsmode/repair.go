@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -22,6 +23,7 @@ func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
 		return res
 	}
 	d.fw.cfg.NodeIPs = s.NodeIPs
+	d.fw.cidrs = firewall.ServiceCIDREntries(s.ServiceCIDRs, d.fw.cfg)
 	for name, st := range s.Services {
 		d.fw.stage(name, st)
 	}

@@ -154,3 +154,49 @@ func TestRepairOwnsOnlyBoundAddressesWhenTheListingFails(t *testing.T) {
 		t.Error("a virtual server on an address not known to be the proxy's was deleted")
 	}
 }
+
+// The snapshot's Service CIDRs fill KIPVS-SERVICE-CIDRS; a later repair with other CIDRs
+// makes the set hold exactly those (a ServiceCIDR added or removed), and Apply leaves it
+// alone.
+func TestRepairWritesServiceCIDRs(t *testing.T) {
+	dp := hookedDataplane(ipvs.NewFakeKernel(), dummyif.NewFakeNetlink())
+	set := firewall.Name(firewall.SetServiceCIDRs, firewall.IPv4)
+	held := func() []string {
+		var out []string
+		for _, e := range dp.Sets().Entries(set) {
+			out = append(out, e.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	s := snapshotOf("10.96.0.1")
+	s.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:96::/108")}
+	res := dp.Repair(s)
+	if res.Err != nil || res.Failed() != 0 {
+		t.Fatalf("repair: %+v", res)
+	}
+	if got := held(); !slices.Equal(got, []string{"10.96.0.0/16"}) {
+		t.Errorf("after the first repair the set holds %v", got)
+	}
+	// The snapshot has no Service states, so the CIDR is the one entry.
+	if res.SetEntries != 1 {
+		t.Errorf("SetEntries = %d, want 1", res.SetEntries)
+	}
+	if res := dp.Apply(dataplane.Change{}); res.Writes.SetEntries != 0 || !slices.Equal(held(), []string{"10.96.0.0/16"}) {
+		t.Errorf("an empty Apply wrote %d set entries; the set holds %v", res.Writes.SetEntries, held())
+	}
+	s.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("10.200.0.0/24")}
+	if res := dp.Repair(s); res.Err != nil || res.Writes.SetEntries != 1 {
+		t.Fatalf("repair with a CIDR added: %+v", res)
+	}
+	if got := held(); !slices.Equal(got, []string{"10.200.0.0/24", "10.96.0.0/16"}) {
+		t.Errorf("after a CIDR was added the set holds %v", got)
+	}
+	s.ServiceCIDRs = nil
+	if res := dp.Repair(s); res.Err != nil || res.Failed() != 0 {
+		t.Fatalf("repair without CIDRs: %+v", res)
+	}
+	if got := held(); len(got) != 0 {
+		t.Errorf("without CIDRs the set holds %v", got)
+	}
+}

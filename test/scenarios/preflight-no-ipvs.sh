@@ -104,7 +104,7 @@ for c in "ipvs netlink" "ipvs probe rr" "dummy link" "ipset netlink" "iptables" 
 done
 [[ $(tail -n1 <<<"$out") == "IPVS mode: usable" ]] || fail "the verdict is not 'IPVS mode: usable'"
 for m in ip_vs ip_vs_rr nf_conntrack ip_set dummy xt_set xt_ipvs ip_set_hash_ipport ip_set_hash_ipportip \
-  ip_set_hash_ipportnet ip_set_hash_ip ip_set_bitmap_port; do
+  ip_set_hash_ipportnet ip_set_hash_ip ip_set_hash_net ip_set_bitmap_port; do
   loaded "$m" || fail "module $m is not loaded after preflight"
 done
 if ipvsadm -Ln | grep -q 198.51.100.254; then fail "the probe virtual server is left over: $(ipvsadm -Ln)"; fi

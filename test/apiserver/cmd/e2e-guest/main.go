@@ -175,6 +175,7 @@ func (g *guest) run(kubeconfig string) {
 	g.scenarioInvalidScheduler()
 	g.scenarioAPIServerRestart()
 	g.scenarioDelete()
+	g.scenarioServiceCIDR()
 	g.checkRBAC()
 }
 
