@@ -74,18 +74,7 @@ func TestWiringThroughTheController(t *testing.T) {
 	setsK := ipset.NewFakeKernel()
 	fx := iptables.NewFakeExec()
 	dp := fakeDataplane(ipvsK, nl, setsK, fx)
-	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, MinSyncPeriod: 0}
-	ctl, err := controller.New(cfg, client, dp,
-		func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.1.10")}, nil },
-		nil, controller.Observers{}, discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { _ = ctl.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctl := runController(t, client, dp, []netip.Addr{netip.MustParseAddr("192.168.1.10")}, nil)
 
 	wait := func(what string, cond func(controller.Stats) bool) controller.Stats {
 		t.Helper()
@@ -153,16 +142,7 @@ func TestConflictLoserWritesNothing(t *testing.T) {
 	setsK := ipset.NewFakeKernel()
 	dp := fakeDataplane(ipvs.NewFakeKernel(), dummyif.NewFakeNetlink(), setsK, iptables.NewFakeExec())
 	recorder := record.NewFakeRecorder(100)
-	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour}
-	ctl, err := controller.New(cfg, client, dp, func() ([]netip.Addr, error) { return nil, nil }, recorder, controller.Observers{}, discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { _ = ctl.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runController(t, client, dp, nil, recorder)
 
 	ranges := func() []string {
 		_, entries, _ := setsK.Get(firewall.SetLBSourceCIDR)
@@ -264,4 +244,20 @@ func TestNodeAddressIsNeverTaken(t *testing.T) {
 	if !strings.Contains(joined, "ServiceAddressIsNodeAddress") || !strings.Contains(joined, "169.254.1.1") {
 		t.Errorf("no Warning Events naming the node address and the refused one: %q", events)
 	}
+}
+
+// runController runs the production controller over client and dp, with the node's own
+// addresses host, until the test ends.
+func runController(t *testing.T, client *fake.Clientset, dp *Dataplane, host []netip.Addr, recorder record.EventRecorder) *controller.Controller {
+	t.Helper()
+	cfg := controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour}
+	ctl, err := controller.New(cfg, client, dp, func() ([]netip.Addr, error) { return host, nil }, recorder, controller.Observers{}, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = ctl.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ctl
 }
