@@ -43,7 +43,7 @@ timeout -k 10 "$timeout_s" qemu-system-x86_64 \
   -chardev stdio,id=console,signal=off -serial chardev:console \
   -chardev file,id=status,path="$work/status" -serial chardev:status \
   -kernel "$image/vmlinuz" -initrd "$work/initrd" \
-  -append "console=ttyS0 quiet panic=-1 kipvs.guest=1 ${GUEST_APPEND:-}" \
+  -append "console=ttyS0 quiet panic=-1 no_timer_check kipvs.guest=1 ${GUEST_APPEND:-}" \
   </dev/null 2>"$work/qemu.err" | sed -u -e 's/\r$//' -e '/^\[ *[0-9.]*\] reboot: Power down$/d' | tee "$work/console.log"
 rcs=("${PIPESTATUS[@]}")
 set -e
