@@ -110,7 +110,7 @@ func TestCheckerVerdictsFollowThresholds(t *testing.T) {
 	round := func(n int, d time.Duration) {
 		t.Helper()
 		clk.Advance(d)
-		waitFor(t, "checks", func() bool { return p.count(a) == n && p.count(b) == n })
+		waitFor(t, "checks", func() bool { return p.count(a) == n && p.count(b) == n && c.idle() })
 	}
 	round(1, 2500*time.Millisecond)
 	p.setFailing(a, true)
@@ -150,7 +150,7 @@ func TestCheckerStartDown(t *testing.T) {
 		t.Fatalf("snapshot before any check = %+v", s)
 	}
 	clk.Advance(2500 * time.Millisecond)
-	waitFor(t, "first check", func() bool { return p.count(a) == 1 })
+	waitFor(t, "first check", func() bool { return p.count(a) == 1 && c.idle() })
 	clk.Advance(5 * time.Second)
 	waitFor(t, "healthy verdict", func() bool { return len(v.get()) == 1 })
 	if got := v.get()[0]; !got.Healthy {
@@ -165,7 +165,7 @@ func TestCheckerSetKeepsStateAndDropsRemoved(t *testing.T) {
 	p.setFailing(a, true)
 	c.Set(svcName, tcpCheck(a, b), nil)
 	clk.Advance(2500 * time.Millisecond)
-	waitFor(t, "checks", func() bool { return p.count(a) == 1 && p.count(b) == 1 })
+	waitFor(t, "checks", func() bool { return p.count(a) == 1 && p.count(b) == 1 && c.idle() })
 	c.Set(svcName, tcpCheck(a), nil) // b's endpoint went away
 	if s := c.Snapshot(svcName); len(s) != 1 || s[0].Fails != 1 {
 		t.Fatalf("snapshot = %+v: a should keep its failure count", s)

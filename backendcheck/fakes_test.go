@@ -56,6 +56,19 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waiters = kept
 }
 
+// idle reports whether every target of the checker waits for its next check: none is
+// being checked or about to be recorded (a prober counts a probe before the checker
+// records it, so a test must not move the clock before this holds).
+func (c *Checker) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.services {
+		n += len(s.targets)
+	}
+	return len(c.due) == n
+}
+
 // fakeProber answers from a table (endpoint -> failing) and counts its probes.
 type fakeProber struct {
 	mu      sync.Mutex

@@ -208,3 +208,12 @@ func (c *Controller) downInKernel(weights map[model.VSKey]map[model.RSKey]uint32
 	}
 	return changed
 }
+
+// CheckStates returns what the backend checks know of each checked endpoint of a Service
+// (nil: not checked), for `kube-ipvs explain` and debugging. Any goroutine may call it.
+func (c *Controller) CheckStates(name model.ServiceName) []backendcheck.EndpointState {
+	if c.checks.checker == nil {
+		return nil
+	}
+	return c.checks.checker.Snapshot(name)
+}

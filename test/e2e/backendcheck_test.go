@@ -81,21 +81,44 @@ func dialTo(t *testing.T, cli *guestutil.Pod, vip, want string) *guestutil.Conn 
 	return nil
 }
 
+// checkedTCPService starts n backends prefix1.. in 10.244.subnet.0/24, a TCP-checked
+// Service on 10.96.(100+subnet).1:80 and the proxy, waits until every backend is a real
+// server at weight 1 and opens a connection to the first backend through the Service.
+func checkedTCPService(t *testing.T, prefix string, subnet, n int) checkedSvc {
+	t.Helper()
+	dir := setupNode(t)
+	pods := backends(t, prefix, subnet, n)
+	cli := client(t, prefix+"c", fmt.Sprintf("10.244.9.%d", subnet))
+	var ips []string
+	for i := 1; i <= n; i++ {
+		ips = append(ips, fmt.Sprintf("10.244.%d.%d", subnet, 10+i))
+	}
+	vip := fmt.Sprintf("10.96.%d.1", 100+subnet)
+	writeManifests(t, dir, "svc.yaml",
+		serviceYAML(svcOpts{name: "web", clusterIP: vip, port: 80, targetPort: 8080, annotations: fastCheck("tcp")}),
+		sliceYAML("web", "web-1", "TCP", 8080, "", eps(ips...)...))
+	p := startProxy(t, dir)
+	eventually(t, firstSync, "every backend a real server at weight 1", func() bool { return activeReals(vsBlock(t, "TCP", vip+":80")) == n })
+	return checkedSvc{dir: dir, pods: pods, cli: cli, p: p, held: dialTo(t, cli, vip+":80", prefix+"1")}
+}
+
+// checkedSvc is what checkedTCPService started.
+type checkedSvc struct {
+	dir  string
+	pods []*guestutil.Pod
+	cli  *guestutil.Pod
+	p    *proxyProc
+	held *guestutil.Conn // to the first backend
+}
+
 // A backend that stops accepting connections goes to weight 0 within its thresholds and
 // gets no new connections, while a connection it already had keeps working; a restart of
 // the proxy keeps it at 0 (no weight 1 before the first verdict); it comes back once it
 // accepts again.
 func TestHealthCheckTakesOutAHungBackendAndBringsItBack(t *testing.T) {
-	dir := setupNode(t)
-	pods := backends(t, "hc", 21, 3)
-	cli := client(t, "hcc", "10.244.9.21")
 	vip := "10.96.121.1:80"
-	writeManifests(t, dir, "svc.yaml",
-		serviceYAML(svcOpts{name: "web", clusterIP: "10.96.121.1", port: 80, targetPort: 8080, annotations: fastCheck("tcp")}),
-		sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.21.11", "10.244.21.12", "10.244.21.13")...))
-	p := startProxy(t, dir)
-	eventually(t, firstSync, "three real servers at weight 1", func() bool { return activeReals(vsBlock(t, "TCP", vip)) == 3 })
-	held := dialTo(t, cli, vip, "hc1")
+	s := checkedTCPService(t, "hc", 21, 3)
+	dir, pods, cli, p, held := s.dir, s.pods, s.cli, s.p, s.held
 
 	undrop := dropNewConnections(t, pods[0], 8080)
 	start := time.Now()
@@ -132,19 +155,12 @@ func TestHealthCheckTakesOutAHungBackendAndBringsItBack(t *testing.T) {
 	}
 }
 
-// When every endpoint fails, all keep their weight and traffic still flows (fail open),
+// When every endpoint fails, all keep their weight and established traffic flows (fail open),
 // and the Service is told.
 func TestHealthCheckAllDownFailsOpen(t *testing.T) {
-	dir := setupNode(t)
-	pods := backends(t, "fo", 22, 2)
-	cli := client(t, "foc", "10.244.9.22")
 	vip := "10.96.122.1:80"
-	writeManifests(t, dir, "svc.yaml",
-		serviceYAML(svcOpts{name: "web", clusterIP: "10.96.122.1", port: 80, targetPort: 8080, annotations: fastCheck("tcp")}),
-		sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.22.11", "10.244.22.12")...))
-	p := startProxy(t, dir)
-	eventually(t, firstSync, "two real servers at weight 1", func() bool { return activeReals(vsBlock(t, "TCP", vip)) == 2 })
-	held := dialTo(t, cli, vip, "fo1")
+	s := checkedTCPService(t, "fo", 22, 2)
+	pods, p, held := s.pods, s.p, s.held
 	dropNewConnections(t, pods[0], 8080)
 	dropNewConnections(t, pods[1], 8080)
 	p.waitLog(`reason=HealthCheckFailOpen`)
