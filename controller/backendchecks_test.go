@@ -147,3 +147,17 @@ func TestUncheckedServiceIsForgotten(t *testing.T) {
 		t.Fatalf("weights %v: without checks every endpoint has weight 1", w)
 	}
 }
+
+// In the iptables fallback mode the checks cannot weigh endpoints: the Service is told.
+func TestHealthCheckInIPTablesModeRaisesAnEvent(t *testing.T) {
+	client := fake.NewClientset()
+	client.CoreV1().Services("ns").Create(context.Background(), service("web", "10.96.0.9", map[string]string{"kube-ipvs.io/health-check": "tcp"}), metav1.CreateOptions{})
+	h := startHarnessWith(t, client, Observers{}, Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, NoSchedulers: true})
+	if err := h.c.sync(true); err != nil {
+		t.Fatal(err)
+	}
+	h.event("Warning HealthCheckIgnored")
+	if h.c.checks.targets[web] != nil {
+		t.Fatal("no checker, yet the Service is tracked")
+	}
+}
