@@ -3,6 +3,8 @@ package controller
 import (
 	"net/netip"
 	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 )
 
 // Config is the controller's part of the proxy configuration.
@@ -31,4 +33,7 @@ type Config struct {
 	ServiceCIDRs []netip.Prefix
 	// MaxRetryBackoff caps the wait between retries of failed kernel calls.
 	MaxRetryBackoff time.Duration
+	// BackendChecks runs the Services' opt-in backend health checks (nil: none; a Service
+	// asking for them then simply is not checked). Run starts it.
+	BackendChecks *backendcheck.Checker
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
@@ -41,6 +42,7 @@ type Controller struct {
 	// cidrsChanged: a ServiceCIDR object changed; the firewall needs a repair.
 	cidrsChanged bool
 	stats        Stats
+	verdicts     []backendcheck.Verdict // health-check verdicts not yet taken by a sync
 
 	// The sync goroutine's own.
 	sched       *schedule
@@ -50,6 +52,7 @@ type Controller struct {
 	unavailable map[string]bool // schedulers the kernel refused
 	node        nodeView
 	healthErr   map[model.ServiceName]string
+	checks      *backendChecks
 	setEntries  int
 	// lastCIDRs are the Service CIDRs of the last repair, for a log line when they change.
 	lastCIDRs       []netip.Prefix
@@ -104,6 +107,7 @@ func New(cfg Config, client kubernetes.Interface, dp dataplane.Dataplane, hostAd
 		retryVS: map[model.VSKey]bool{}, retryIP: map[netip.Addr]bool{},
 		problems: newProblemReporter(recorder, obs.Metrics, log), unavailable: map[string]bool{},
 		healthErr: map[model.ServiceName]string{}, state: newDesiredState(),
+		checks: newBackendChecks(cfg.BackendChecks),
 	}
 	src, err := newSources(client, cfg.NodeName, c)
 	if err != nil {
@@ -130,6 +134,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	c.waitServiceCIDRs(ctx)
+	if ch := c.cfg.BackendChecks; ch != nil {
+		go ch.Run(ctx, c.onVerdict)
+	}
 	for {
 		c.mu.Lock()
 		dirty := len(c.dirty) > 0

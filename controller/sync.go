@@ -25,6 +25,7 @@ func (c *Controller) sync(full bool) error {
 	dirty, triggers := c.dirty, c.triggers
 	c.dirty, c.triggers = map[model.ServiceName]bool{}, map[model.ServiceName][]string{}
 	c.mu.Unlock()
+	c.takeVerdicts()
 
 	st := Stats{Full: full}
 	var res dataplane.Result
@@ -147,6 +148,7 @@ func (c *Controller) syncFull(st *Stats) dataplane.Result {
 	for name := range c.state.services {
 		if !seen[name] {
 			c.updateState(name, nil)
+			c.trackChecks(name, nil)
 			c.problems.forget(name)
 		}
 	}
@@ -156,6 +158,7 @@ func (c *Controller) syncFull(st *Stats) dataplane.Result {
 		c.recompute(name, pcfg, &none)
 	}
 	c.retryVS, c.retryIP = map[model.VSKey]bool{}, map[netip.Addr]bool{}
+	c.seedFromKernel(pcfg)
 	st.Services = len(seen)
 	st.Phases.Build = time.Since(start)
 	cidrs, from := c.serviceCIDRs()
@@ -174,6 +177,7 @@ func (c *Controller) recompute(name model.ServiceName, pcfg *proxy.Config, ch *d
 	svc, slices := c.src.serviceAndSlices(name)
 	st := proxy.BuildService(svc, slices, pcfg)
 	d := c.updateState(name, st)
+	c.trackChecks(name, st)
 	if ch.VSes != nil { // an incremental sync; a repair compares everything
 		ch.Services[name] = st
 		for k, v := range d.vs {
@@ -228,6 +232,8 @@ func (c *Controller) proxyConfig() *proxy.Config {
 		DefaultScheduler:      c.cfg.DefaultScheduler,
 		UnavailableSchedulers: c.unavailable,
 		NoSchedulers:          c.cfg.NoSchedulers,
+		NoHealthChecks:        c.cfg.NoSchedulers,
+		Unhealthy:             c.checks.unhealthy,
 		NodeName:              c.cfg.NodeName,
 		NodeZone:              c.node.zone,
 		NodeIPs:               c.node.nodeIPs,

@@ -115,6 +115,8 @@ type Metrics struct {
 
 	statsMu sync.Mutex
 	stats   *ServiceStatsCollector
+
+	checksState // per-Service backend check metrics (backendchecks.go)
 }
 
 // New creates the metrics on a fresh private registry.

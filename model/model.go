@@ -139,6 +139,8 @@ type ServiceState struct {
 	// the proxy answers health checks there with LocalEndpoints.
 	HealthCheckNodePort uint16
 	LocalEndpoints      int
+	// HealthCheck is the Service's backend health check (nil: none, the default).
+	HealthCheck *HealthCheck
 }
 
 // SourceRanges are a Service's load-balancer source ranges by family, as the IPVS mode's

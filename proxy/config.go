@@ -3,7 +3,11 @@
 // logging: problems with the input come back as model.Problem values.
 package proxy
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
 
 // Annotations read from Services.
 const (
@@ -32,4 +36,11 @@ type Config struct {
 	// HostAddrs are every address of the node's interfaces other than kube-ipvs0. A Service
 	// address among them is the node's own: it is never bound to kube-ipvs0 or filtered.
 	HostAddrs map[netip.Addr]bool
+	// NoHealthChecks says the node runs the iptables fallback, which cannot weigh
+	// endpoints: a health-check annotation has no effect there, and a Problem says so.
+	NoHealthChecks bool
+	// Unhealthy are the endpoints (IP and target port) of each Service that its health
+	// check found failing: the checker's verdicts, an input like the EndpointSlices. They
+	// get weight 0 unless every endpoint of a virtual server is in it (fail open).
+	Unhealthy map[model.ServiceName]map[model.RSKey]bool
 }

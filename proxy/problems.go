@@ -24,6 +24,11 @@ const (
 	ReasonInvalidEndpoint       = "InvalidEndpoint"
 	ReasonDuplicatePort         = "DuplicateServicePort"
 	ReasonNodeAddress           = "ServiceAddressIsNodeAddress"
+	ReasonInvalidHealthCheck    = "InvalidHealthCheck"
+	ReasonHealthCheckIgnored    = "HealthCheckIgnored"
+	// ReasonHealthCheckFailOpen: every endpoint of a port fails its health check, so all
+	// keep their weight.
+	ReasonHealthCheckFailOpen = "HealthCheckFailOpen"
 	// ReasonVirtualServerConflict is raised by the controller, which decides between
 	// Services that want the same virtual server.
 	ReasonVirtualServerConflict = "VirtualServerConflict"

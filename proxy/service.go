@@ -37,7 +37,8 @@ func BuildService(svc *v1.Service, slices []*discoveryv1.EndpointSlice, cfg *Con
 		SourceRanges:  SourceRangesOf(svc),
 	}
 	vips := collectVIPs(svc, cfg, &probs)
-	pb := portBuilder{st: st, spec: serviceSpec(svc, cfg, &probs), slices: serviceSlices(svc, slices), cfg: cfg, probs: &probs,
+	pb := portBuilder{st: st, spec: serviceSpec(svc, cfg, &probs), health: healthCheck(svc, cfg, &probs),
+		slices: serviceSlices(svc, slices), cfg: cfg, probs: &probs,
 		itpLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
 		etpLocal: etpLocal, vips: vips, nodeIPs: nodeVIPs(cfg, serviceFamilies(svc, vips.cluster)), svcPorts: svc.Spec.Ports}
 	for i := range svc.Spec.Ports {
@@ -46,6 +47,10 @@ func BuildService(svc *v1.Service, slices []*discoveryv1.EndpointSlice, cfg *Con
 	if etpLocal && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
 		st.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
 		st.LocalEndpoints = localReadyEndpoints(pb.slices, cfg.NodeName)
+	}
+	if pb.health != nil {
+		pb.health.Targets = checkTargets(st)
+		st.HealthCheck = pb.health
 	}
 	st.Reasons = probs.result()
 	return st
@@ -127,6 +132,7 @@ func protocolOf(sp *v1.ServicePort, i int, probs *problems) (model.Protocol, boo
 type portBuilder struct {
 	st                 *model.ServiceState
 	spec               model.VSSpec
+	health             *model.HealthCheck // nil: the endpoints are not checked
 	slices             []*discoveryv1.EndpointSlice
 	cfg                *Config
 	probs              *problems
@@ -204,7 +210,8 @@ func (pb *portBuilder) add(addrs []netip.Addr, port uint16, kind model.VSKind, l
 		if _, dup := pb.st.VSes[key]; dup {
 			continue // reported by reportDuplicates if two ports collide
 		}
-		pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: pb.spec, Kind: kind, Reals: pb.realsFor(a.Is6(), local), PortName: pb.sp.Name}
+		reals := pb.realsFor(a.Is6(), local)
+		pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: checkedSpec(pb.spec, reals), Kind: kind, Reals: reals, PortName: pb.sp.Name}
 		if kind != model.KindNodePort && !pb.vips.nodeOwn[a] {
 			pb.st.Bind[a] = true
 		}
@@ -218,7 +225,7 @@ func (pb *portBuilder) realsFor(is6, local bool) map[model.RSKey]uint32 {
 			pb.eps[f] = collectEndpoints(pb.slices, pb.sp, is6, pb.cfg, pb.probs)
 			pb.epsDone[f] = true
 		}
-		pb.reals[f][p] = selectReals(pb.eps[f], local, pb.cfg)
+		pb.reals[f][p] = pb.applyVerdicts(selectReals(pb.eps[f], local, pb.cfg), is6)
 		pb.realDone[f][p] = true
 	}
 	return pb.reals[f][p]

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 	"github.com/kube-ipvs/kube-ipvs/config"
 	"github.com/kube-ipvs/kube-ipvs/controller"
 	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
@@ -177,6 +178,10 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		obs.ProxyHealth = healthcheck.NewProxyHealth(cfg.SyncPeriod)
 		obs.ServiceHealth = healthcheck.NewServiceHealth(obs.ProxyHealth.Live)
 		defer obs.ServiceHealth.Close()
+		if mode == modeIPVS {
+			// Checks run from this process, so from the node's network namespace.
+			cfg.BackendChecks = backendcheck.New(backendcheck.Options{Observer: obs.Metrics})
+		}
 	}
 	ctl, err := controller.New(cfg, client, dp, hostAddrs, recorder, obs, log)
 	if err != nil {
