@@ -29,7 +29,8 @@ type FakeNetlink struct {
 
 type fakeLink struct {
 	Link
-	addrs map[netip.Prefix]int // prefix -> IFA_F_* flags
+	addrs  map[netip.Prefix]int // prefix -> IFA_F_* flags
+	routes map[netip.Prefix]bool
 }
 
 // NewFakeNetlink returns a fake with no links.
@@ -46,7 +47,7 @@ func (f *FakeNetlink) PutLink(name, typ string) int {
 
 func (f *FakeNetlink) putLink(name, typ string) int {
 	f.nextIndex++
-	f.links[name] = &fakeLink{Link: Link{Index: f.nextIndex, Type: typ}, addrs: map[netip.Prefix]int{}}
+	f.links[name] = &fakeLink{Link: Link{Index: f.nextIndex, Type: typ}, addrs: map[netip.Prefix]int{}, routes: map[netip.Prefix]bool{}}
 	return f.nextIndex
 }
 
@@ -193,6 +194,9 @@ func (f *FakeNetlink) AddrDel(linkIndex int, p netip.Prefix) error {
 		return fmt.Errorf("remove %s from link %d: %w", p, linkIndex, ErrAddrNotFound)
 	}
 	delete(l.addrs, p)
+	if p.Addr().Is4() {
+		l.lastIPv4Gone()
+	}
 	return nil
 }
 
