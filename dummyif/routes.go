@@ -87,23 +87,21 @@ func (k kernelNetlink) LocalRouteList(linkIndex int) ([]netip.Prefix, error) {
 }
 
 func (k kernelNetlink) LocalRouteAdd(linkIndex int, p netip.Prefix) error {
-	err := k.h.RouteAdd(localRoute(linkIndex, &p))
-	if errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("add local route %s through link %d: %w", p, linkIndex, ErrAddrExists)
-	}
-	if err != nil {
-		return fmt.Errorf("add local route %s through link %d: %w", p, linkIndex, err)
-	}
-	return nil
+	return routeWriteErr(k.h.RouteAdd(localRoute(linkIndex, &p)), unix.EEXIST, ErrAddrExists, "add", p, linkIndex)
 }
 
 func (k kernelNetlink) LocalRouteDel(linkIndex int, p netip.Prefix) error {
-	err := k.h.RouteDel(localRoute(linkIndex, &p))
-	if errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("remove local route %s through link %d: %w", p, linkIndex, ErrAddrNotFound)
+	return routeWriteErr(k.h.RouteDel(localRoute(linkIndex, &p)), unix.ESRCH, ErrAddrNotFound, "remove", p, linkIndex)
+}
+
+// routeWriteErr names a failed route write; errno, the kernel's way of saying that the
+// route already was as asked, becomes the package's sentinel for it.
+func routeWriteErr(err error, errno unix.Errno, sentinel error, verb string, p netip.Prefix, linkIndex int) error {
+	if err == nil {
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("remove local route %s through link %d: %w", p, linkIndex, err)
+	if errors.Is(err, errno) {
+		err = sentinel
 	}
-	return nil
+	return fmt.Errorf("%s local route %s through link %d: %w", verb, p, linkIndex, err)
 }
