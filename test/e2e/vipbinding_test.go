@@ -71,13 +71,13 @@ func addNodeIPv6(t *testing.T) {
 }
 
 // arpAnswered says whether the node answers an ARP request for ip that the pod sends on
-// its link to the node (busybox arping: exit 0 on a reply).
+// its link to the node, from its first address (busybox arping: exit 0 on a reply).
 func arpAnswered(t *testing.T, from *guestutil.Pod, ip string) bool {
 	t.Helper()
 	var out []byte
 	var err error
 	_ = from.Do(func() error {
-		out, err = exec.Command("/usr/bin/busybox", "arping", "-I", "eth0", "-c", "2", "-w", "2", "-f", ip).CombinedOutput()
+		out, err = exec.Command("/usr/bin/busybox", "arping", "-I", "eth0", "-s", from.Addrs[0].String(), "-c", "2", "-w", "2", "-f", ip).CombinedOutput()
 		return nil
 	})
 	t.Logf("arping %s from %s: %v\n%s", ip, from.Name, err, out)
