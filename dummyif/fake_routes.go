@@ -15,7 +15,7 @@ import (
 func (f *FakeNetlink) PutRoute(name string, p netip.Prefix) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.links[name].routes[p] = true
+	f.links[name].routes[p] = 0
 }
 
 // Routes lists the proxy's local routes through a link, sorted; nil when the link does not
@@ -27,16 +27,7 @@ func (f *FakeNetlink) Routes(name string) []string {
 	if !ok {
 		return nil
 	}
-	ps := make([]netip.Prefix, 0, len(l.routes))
-	for p := range l.routes {
-		ps = append(ps, p)
-	}
-	sortPrefixes(ps)
-	out := []string{}
-	for _, p := range ps {
-		out = append(out, p.String())
-	}
-	return out
+	return prefixLines(l.routes)
 }
 
 // IsUp says whether a link is up.
@@ -81,37 +72,45 @@ func (f *FakeNetlink) LocalRouteList(linkIndex int) ([]netip.Prefix, error) {
 func (f *FakeNetlink) LocalRouteAdd(linkIndex int, p netip.Prefix) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.call("route-add", p.String(), fmt.Sprintf("%d %s", linkIndex, p)); err != nil {
-		return err
-	}
-	l := f.byIndex(linkIndex)
+	l, err := f.routeCall("route-add", linkIndex, p)
+	_, have := l.routes[p]
 	switch {
-	case l == nil:
-		return fmt.Errorf("add local route %s through link %d: %w", p, linkIndex, unix.ENODEV)
+	case err != nil:
+		return err
 	case p.Addr().Is6() && !l.Up:
 		return fmt.Errorf("add local route %s through link %d: %w", p, linkIndex, unix.ENETDOWN)
-	case l.routes[p]:
+	case have:
 		return fmt.Errorf("add local route %s through link %d: %w", p, linkIndex, ErrAddrExists)
 	}
-	l.routes[p] = true
+	l.routes[p] = 0
 	return nil
 }
 
 func (f *FakeNetlink) LocalRouteDel(linkIndex int, p netip.Prefix) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.call("route-del", p.String(), fmt.Sprintf("%d %s", linkIndex, p)); err != nil {
+	l, err := f.routeCall("route-del", linkIndex, p)
+	if err != nil {
 		return err
 	}
-	l := f.byIndex(linkIndex)
-	if l == nil {
-		return fmt.Errorf("remove local route %s through link %d: %w", p, linkIndex, unix.ENODEV)
-	}
-	if !l.routes[p] {
+	if _, have := l.routes[p]; !have {
 		return fmt.Errorf("remove local route %s through link %d: %w", p, linkIndex, ErrAddrNotFound)
 	}
 	delete(l.routes, p)
 	return nil
+}
+
+// routeCall logs a route write and finds its link (an empty one on error, so that its
+// routes can be read).
+func (f *FakeNetlink) routeCall(op string, linkIndex int, p netip.Prefix) (*fakeLink, error) {
+	if err := f.call(op, p.String(), fmt.Sprintf("%d %s", linkIndex, p)); err != nil {
+		return &fakeLink{}, err
+	}
+	l := f.byIndex(linkIndex)
+	if l == nil {
+		return &fakeLink{}, fmt.Errorf("%s %s through link %d: %w", op, p, linkIndex, unix.ENODEV)
+	}
+	return l, nil
 }
 
 // lastIPv4Gone does what the kernel does when a link loses its last IPv4 address: it
