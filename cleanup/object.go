@@ -6,6 +6,7 @@ import "strings"
 const (
 	KindVirtualServer = "virtual-server"
 	KindAddress       = "address"
+	KindRoute         = "local-route" // a VIP's local route through the dummy link
 	KindLink          = "link"
 	KindRule          = "rule"
 	KindChain         = "chain"
@@ -31,7 +32,7 @@ type Object struct {
 	Backend string `json:"backend,omitempty"`
 	Table   string `json:"table,omitempty"`
 	Chain   string `json:"chain,omitempty"`
-	Link    string `json:"link,omitempty"` // the link an address is on
+	Link    string `json:"link,omitempty"` // the link an address or route is on
 	Owner   string `json:"owner"`
 	// Error says why the object could not be removed; empty when it was (or, in a dry
 	// run, has not been tried).

@@ -5,7 +5,8 @@
 // kube-ipvs' own objects are its IPVS virtual servers (the rule of
 // ipvsmode.Config.OwnsVirtualServer, which the periodic repair uses too: on an address of
 // the dummy link, or on a node IP with a port in the NodePort range, never in
-// ExcludeCIDRs), the dummy link with its addresses, and the KIPVS- ipsets and chains (both
+// ExcludeCIDRs), the dummy link with its addresses and its local routes of the proxy's
+// protocol (dummyif.RouteProtocol), and the KIPVS- ipsets and chains (both
 // modes': the iptables fallback names its chains KIPVS- too) with every rule that jumps to
 // one, in both address families and on both iptables backends. kube-proxy's are the chains
 // and ipsets kubeproxy.go names; its virtual servers and kube-ipvs0 are not among them,
@@ -96,10 +97,14 @@ func Make(cfg Config, k Kernel) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.planVirtualServers(cfg, k.IPVS, addrs); err != nil {
+	routes, err := listRoutes(cfg.Dummy, link, k.Links)
+	if err != nil {
 		return nil, err
 	}
-	p.planDummy(cfg.Dummy, k.Links, link, addrs)
+	if err := p.planVirtualServers(cfg, k.IPVS, append(slices.Clip(addrs), routes...)); err != nil {
+		return nil, err
+	}
+	p.planDummy(cfg.Dummy, k.Links, link, addrs, routes)
 	return p, nil
 }
 
@@ -220,13 +225,35 @@ func (p *Plan) listDummy(name string, nl dummyif.Netlink) (*dummyif.Link, []neti
 	for _, a := range listed {
 		addrs = append(addrs, a.Prefix)
 	}
-	slices.SortFunc(addrs, func(a, b netip.Prefix) int {
+	sortPrefixes(addrs)
+	return &l, addrs, nil
+}
+
+// listRoutes lists the proxy's local routes through the dummy link (--vip-binding=route):
+// only those with its protocol, never another route.
+func listRoutes(name string, l *dummyif.Link, nl dummyif.Netlink) ([]netip.Prefix, error) {
+	if l == nil {
+		return nil, nil
+	}
+	var routes []netip.Prefix
+	err := retryInterrupted(dummyif.ErrDumpInterrupted, func() (err error) {
+		routes, err = nl.LocalRouteList(l.Index)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the local routes through %s: %w", name, err)
+	}
+	sortPrefixes(routes)
+	return routes, nil
+}
+
+func sortPrefixes(s []netip.Prefix) {
+	slices.SortFunc(s, func(a, b netip.Prefix) int {
 		if c := a.Addr().Compare(b.Addr()); c != 0 {
 			return c
 		}
 		return a.Bits() - b.Bits()
 	})
-	return &l, addrs, nil
 }
 
 // planVirtualServers selects the virtual servers the proxy owns, by the rule the repair
@@ -266,15 +293,19 @@ func (p *Plan) planVirtualServers(cfg Config, k ipvs.Kernel, onLink []netip.Pref
 	return nil
 }
 
-// planDummy removes the link in one call, which takes its addresses with it: deleting
-// tens of thousands of addresses one by one costs the kernel a walk of the list each.
-func (p *Plan) planDummy(name string, nl dummyif.Netlink, l *dummyif.Link, addrs []netip.Prefix) {
+// planDummy removes the link in one call, which takes its addresses and routes with it:
+// deleting tens of thousands of addresses one by one costs the kernel a walk of the list
+// each.
+func (p *Plan) planDummy(name string, nl dummyif.Netlink, l *dummyif.Link, addrs, routes []netip.Prefix) {
 	if l == nil {
 		return
 	}
-	objs := make([]Object, 0, len(addrs)+1)
+	objs := make([]Object, 0, len(addrs)+len(routes)+1)
 	for _, a := range addrs {
 		objs = append(objs, Object{Kind: KindAddress, Name: a.String(), Family: addrFamily(a.Addr()), Link: name, Owner: OwnerKubeIPVS})
+	}
+	for _, r := range routes {
+		objs = append(objs, Object{Kind: KindRoute, Name: r.String(), Family: addrFamily(r.Addr()), Link: name, Owner: OwnerKubeIPVS})
 	}
 	objs = append(objs, Object{Kind: KindLink, Name: name, Owner: OwnerKubeIPVS})
 	index := l.Index

@@ -147,7 +147,7 @@ func expectLines(t *testing.T, what string, got, want []string) {
 func (n *node) takeWrites() []string {
 	var w []string
 	for _, op := range append(append(n.vs.TakeOps(), n.links.TakeOps()...), n.sets.TakeOps()...) {
-		if f := strings.Fields(op); f[0] != "list" && f[0] != "list-headers" && f[0] != "link" && f[0] != "addr-list" {
+		if f := strings.Fields(op); f[0] != "list" && f[0] != "list-headers" && f[0] != "link" && f[0] != "addr-list" && f[0] != "route-list" {
 			w = append(w, op)
 		}
 	}
@@ -368,5 +368,31 @@ func TestKubeProxyNames(t *testing.T) {
 		if len(name) > maxSetName {
 			t.Errorf("%s is longer than the kernel takes", name)
 		}
+	}
+}
+
+// With --vip-binding=route the VIPs are the proxy's local routes through kube-ipvs0: the
+// virtual servers on them are the proxy's, and the routes are listed and go with the link.
+func TestCleanupRemovesRouteBoundVIPs(t *testing.T) {
+	n := newNode(t)
+	n.vs.Put(&model.VirtualServer{Key: vsKey("10.96.1.1:80", model.TCP), Spec: model.VSSpec{Scheduler: "rr"}})
+	n.links.PutRoute("kube-ipvs0", netip.MustParsePrefix("10.96.1.1/32"))
+	n.links.PutRoute("kube-ipvs0", netip.MustParsePrefix("fd00::11/128"))
+	p, err := Make(testConfig(false), n.kernel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lines(p.Objects)
+	for _, want := range []string{"virtual-server TCP 10.96.1.1:80 (kube-ipvs)",
+		"local-route 10.96.1.1/32 on kube-ipvs0 (kube-ipvs)", "local-route fd00::11/128 on kube-ipvs0 (kube-ipvs)"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("plan lacks %q:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	if failed := Failed(p.Run()); len(failed) != 0 {
+		t.Fatalf("failed: %v", failed)
+	}
+	if n.links.Routes("kube-ipvs0") != nil || strings.Contains(n.vs.Dump(), "10.96.1.1:80") {
+		t.Errorf("left behind: routes %v, virtual servers\n%s", n.links.Routes("kube-ipvs0"), n.vs.Dump())
 	}
 }

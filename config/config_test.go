@@ -36,6 +36,7 @@ minSyncPeriod: 500ms
 nodePortAddresses: [10.0.0.0/8, "fd00::/64"]
 serviceNodePortRange: 20000-22767
 dummyInterface: ipvs0
+vipBinding: route
 gracefulTerminationTimeout: 2m30s
 ipvsTCPTimeout: 900s
 ipvsTCPFinTimeout: 120s
@@ -65,6 +66,7 @@ serviceCIDRs: [10.96.0.0/12, "fd00:96::/108"]
 		"nodeport-addresses":           "10.0.0.0/8,fd00::/64",
 		"service-node-port-range":      "20000-22767",
 		"dummy-interface":              "ipvs0",
+		"vip-binding":                  "route",
 		"graceful-termination-timeout": "2m30s",
 		"ipvs-tcp-timeout":             "15m0s",
 		"ipvs-tcpfin-timeout":          "2m0s",
@@ -154,6 +156,7 @@ func TestOwnFormatInvalidValues(t *testing.T) {
 		{"serviceNodePortRange: \"30000\"", `serviceNodePortRange: "30000": want LOW-HIGH`},
 		{"serviceNodePortRange: 0-100", `serviceNodePortRange: "0-100": want LOW-HIGH`},
 		{"serviceNodePortRange: 30000-70000", `serviceNodePortRange: "30000-70000": want LOW-HIGH`},
+		{"vipBinding: routes", `vipBinding: "routes": use address or route`},
 		{"dummyInterface: a-name-far-too-long", `dummyInterface: "a-name-far-too-long" is not a Linux interface name`},
 		{"dummyInterface: \"\"", `dummyInterface: "" is not a Linux interface name`},
 		{"strictARP: \"true\"", `strictARP: "true" is not a boolean`},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
@@ -32,6 +33,7 @@ type Options struct {
 	NodePortAddresses []string
 	NodePortRange     string
 	DummyInterface    string
+	VIPBinding        string
 	Once              bool
 	LogLevel          string
 	// DrainTimeout is --graceful-termination-timeout.
@@ -62,6 +64,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", nil, "CIDRs whose node addresses get NodePort virtual servers, comma-separated, or \"primary\" for the Node object's InternalIPs (default: every address except loopback, link-local and the dummy interface's)")
 	fs.StringVar(&o.NodePortRange, "service-node-port-range", DefaultNodePortRange, "the cluster's NodePort range; NodePort virtual servers on node IPs inside it are the proxy's own")
 	fs.StringVar(&o.DummyInterface, "dummy-interface", DefaultDummyInterface, "the dummy interface that holds the Service addresses")
+	fs.StringVar(&o.VIPBinding, "vip-binding", string(dummyif.BindAddress), "how Service VIPs are made local: address (addresses of the dummy interface, as kube-proxy; `ip addr show kube-ipvs0`) or route (local routes through it, `ip route show table local dev kube-ipvs0`: binds tens of thousands of VIPs many times faster)")
 	fs.DurationVar(&o.DrainTimeout, "graceful-termination-timeout", 30*time.Second, "how long a removed TCP endpoint keeps its open connections at weight 0 before it is deleted (0: delete at once)")
 	fs.DurationVar(&o.TCPTimeout, "ipvs-tcp-timeout", 0, "IPVS timeout of idle established TCP connections, as ipvsadm --set (0: leave the kernel's)")
 	fs.DurationVar(&o.TCPFinTimeout, "ipvs-tcpfin-timeout", 0, "IPVS timeout of TCP connections after a FIN, as ipvsadm --set (0: leave the kernel's)")

@@ -30,6 +30,7 @@ var ownFields = []ownField{
 	{"nodePortAddresses", "nodeport-addresses", parseNodePortAddresses},
 	{"serviceNodePortRange", "service-node-port-range", parsePortRange},
 	{"dummyInterface", "dummy-interface", parseInterfaceName},
+	{"vipBinding", "vip-binding", parseVIPBinding},
 	{"gracefulTerminationTimeout", "graceful-termination-timeout", parseDuration},
 	{"ipvsTCPTimeout", "ipvs-tcp-timeout", parseDuration},
 	{"ipvsTCPFinTimeout", "ipvs-tcpfin-timeout", parseDuration},

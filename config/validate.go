@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
@@ -25,6 +26,7 @@ type Parsed struct {
 	ServiceCIDRs      []netip.Prefix // masked, none /0
 	// NodePortMin and NodePortMax are the bounds of --service-node-port-range.
 	NodePortMin, NodePortMax uint16
+	VIPBinding               dummyif.Binding
 }
 
 // Validate checks the options, naming the flag of the first bad one, and returns their
@@ -78,6 +80,9 @@ func (o *Options) Validate() (Parsed, error) {
 	}
 	if p.NodePortMin, p.NodePortMax, err = portRange(o.NodePortRange); err != nil {
 		return p, fmt.Errorf("--service-node-port-range=%q: %v", o.NodePortRange, err)
+	}
+	if p.VIPBinding, err = dummyif.ParseBinding(o.VIPBinding); err != nil {
+		return p, fmt.Errorf("--vip-binding=%q: %v", o.VIPBinding, err)
 	}
 	return p, nil
 }

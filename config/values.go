@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
 )
 
 // A parser checks one field's value and writes it as its flag takes it. path names the field
@@ -201,6 +203,17 @@ func parseInterfaceName(path string, v any) (string, error) {
 	}
 	if s == "" || len(s) > 15 || strings.ContainsAny(s, "/: \t\n") || s == "." || s == ".." {
 		return "", fieldError(path, "%q is not a Linux interface name (1 to 15 characters, no '/', ':' or spaces)", s)
+	}
+	return s, nil
+}
+
+func parseVIPBinding(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	if _, err := dummyif.ParseBinding(s); err != nil {
+		return "", fieldError(path, "%q: %v", s, err)
 	}
 	return s, nil
 }

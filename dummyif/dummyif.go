@@ -1,9 +1,10 @@
 // Package dummyif keeps the addresses of the dummy link that holds the service VIPs
 // (kube-ipvs0 in production), so the node accepts traffic to them as local and IPVS sees it.
+// With BindRoute it keeps local routes through the link instead (binding.go, routes.go).
 //
-// Up or down: the link is created down and its state is never changed. In the guest kernel
-// (Debian 6.1) a down dummy link still gets a "local" route for every address, IPv4 and
-// IPv6, and a pod reaches both a listener on such a VIP and an IPVS virtual server on it
+// Up or down: with BindAddress the link is created down and its state is never changed (with
+// BindRoute it is set up). In the guest kernel (Debian 6.1) a down dummy link still gets a
+// "local" route for every address, IPv4 and IPv6, and a pod reaches both a listener on such a VIP and an IPVS virtual server on it
 // (TestGuestBoundVIPIsLocalWithLinkDown here and the IPVS traffic tests of package ipvs
 // prove it on every run). IPv6 addresses are added with IFA_F_NODAD: a dummy link is NOARP,
 // so the kernel skips DAD for it anyway, but the flag states the intent and keeps an address
@@ -56,6 +57,11 @@ type Reconciler struct {
 	stale  bool                // a write failed: look the link up again before the next one
 	bound  map[netip.Addr]bool // addresses we know the link has, as /32 or /128
 	writes atomic.Uint64
+
+	vips  VIPs // how VIPs are bound
+	other VIPs // the other binding, whose VIPs the first Resync converts
+	// converted is set once a Resync found none of other's VIPs left on the link.
+	converted bool
 }
 
 // New returns a Reconciler for the dummy link of that name, over the kernel's netlink in the
@@ -64,7 +70,22 @@ func New(name string) *Reconciler { return NewWithNetlink(name, newKernelNetlink
 
 // NewWithNetlink returns a Reconciler over the given Netlink (a FakeNetlink in tests).
 func NewWithNetlink(name string, nl Netlink) *Reconciler {
-	return &Reconciler{name: name, nl: nl, bound: map[netip.Addr]bool{}}
+	return NewBinding(name, BindAddress, nl)
+}
+
+// NewBinding returns a Reconciler that binds VIPs the way b says, over nl (nil: the
+// kernel's in the current network namespace). Its first Resync converts the VIPs bound
+// the other way (a restart that changed --vip-binding): it binds them this way first, then
+// unbinds them the other way, so every VIP stays local throughout.
+func NewBinding(name string, b Binding, nl Netlink) *Reconciler {
+	if nl == nil {
+		nl = newKernelNetlink()
+	}
+	other := BindRoute
+	if b == BindRoute {
+		other = BindAddress
+	}
+	return &Reconciler{name: name, nl: nl, vips: VIPsFor(b, nl), other: VIPsFor(other, nl), bound: map[netip.Addr]bool{}}
 }
 
 // Writes returns the number of kernel write calls made so far.
@@ -115,6 +136,13 @@ func (r *Reconciler) link(create bool, res *Result) error {
 	}
 	if l.Index != r.index {
 		r.bound = map[netip.Addr]bool{}
+	}
+	if r.vips.NeedsUp() && !l.Up {
+		res.Writes++
+		r.writes.Add(1)
+		if err := r.nl.LinkSetUp(l.Index); err != nil {
+			return err
+		}
 	}
 	r.index, r.stale = l.Index, false
 	return nil
@@ -209,15 +237,19 @@ func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[ne
 		res.Err = err
 		return res
 	}
-	listed, err := r.list()
+	listed, err := r.list(r.vips)
 	if err != nil {
 		res.Err = err
 		r.stale = true
 		return res
 	}
+	stale, err := r.listOther()
+	if err != nil {
+		res.Err = err // the VIPs are still made right; the next Resync converts
+	}
 	if found != nil {
-		m := make(map[netip.Addr]bool, len(listed))
-		for _, a := range listed {
+		m := make(map[netip.Addr]bool, len(listed)+len(stale))
+		for _, a := range append(slices.Clip(listed), stale...) {
 			m[a.Prefix.Addr()] = true
 		}
 		tell(m)
@@ -264,15 +296,89 @@ func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[ne
 	for _, p := range extra {
 		r.del(p, &res)
 	}
+	if len(stale) > 0 {
+		r.unbindOther(stale, err == nil, &res)
+		if r.vips.Binding() == BindRoute {
+			r.rebindLost(desired, &res)
+		}
+	}
+	if err == nil && len(stale) == 0 {
+		r.converted = true
+	}
 	return res
 }
 
-// list lists the link's addresses, again when the kernel says the listing was interrupted.
-func (r *Reconciler) list() ([]Address, error) {
+// rebindLost binds again the desired VIPs that a conversion lost: the kernel deletes every
+// IPv4 route through a link whose last IPv4 address is removed (fib_inetaddr_event disables
+// IP on it), so the routes bound before the addresses were removed are gone again. They are
+// back after as many route writes (2 s for 20,000 under emulation); held connections
+// survive it by retransmitting.
+func (r *Reconciler) rebindLost(desired map[netip.Addr]bool, res *Result) {
+	listed, err := r.list(r.vips)
+	if err != nil {
+		res.Err = err
+		r.stale = true
+		return
+	}
+	have := make(map[netip.Addr]bool, len(listed))
+	for _, a := range listed {
+		have[a.Prefix.Addr()] = true
+	}
+	var adds []netip.Addr
+	for a, want := range desired {
+		if want && r.bound[a] && !have[a] {
+			adds = append(adds, a)
+		}
+	}
+	sortAddrs(adds)
+	for _, a := range adds {
+		delete(r.bound, a)
+		r.add(a, res)
+	}
+}
+
+// listOther lists, until a Resync converted them, the VIPs bound the other way (IPv6
+// link-local addresses, the kernel's on an up link, left out).
+func (r *Reconciler) listOther() ([]Address, error) {
+	if r.converted {
+		return nil, nil
+	}
+	listed, err := r.list(r.other)
+	if err != nil {
+		return nil, fmt.Errorf("listing VIPs bound by %s to convert them: %w", r.other.Binding(), err)
+	}
+	return slices.DeleteFunc(listed, func(a Address) bool {
+		return a.Prefix.Addr().Is6() && a.Prefix.Addr().IsLinkLocalUnicast()
+	}), nil
+}
+
+// unbindOther removes the VIPs bound the other way, once the desired ones are bound this
+// way; the conversion is done when they were all listed and removed.
+func (r *Reconciler) unbindOther(stale []Address, listed bool, res *Result) {
+	failed := len(res.Errors)
+	ps := make([]netip.Prefix, len(stale))
+	for i, a := range stale {
+		ps[i] = a.Prefix
+	}
+	sortPrefixes(ps)
+	for _, p := range ps {
+		res.Writes++
+		res.Removed++
+		r.writes.Add(1)
+		if err := r.other.Unbind(r.index, p); err != nil && !errors.Is(err, ErrAddrNotFound) {
+			res.fail(p.Addr(), err)
+		}
+	}
+	r.converted = listed && len(res.Errors) == failed
+}
+
+// list lists the VIPs bound through the link, again when the kernel says the listing was
+// interrupted.
+func (r *Reconciler) list(vips VIPs) ([]Address, error) {
 	var err error
 	for range listAttempts {
 		var addrs []Address
-		addrs, err = r.nl.AddrList(r.index)
+		addrs, err = vips.List(r.index)
 		if err == nil {
 			return addrs, nil
 		}
@@ -283,17 +389,12 @@ func (r *Reconciler) list() ([]Address, error) {
 	return nil, err
 }
 
-// add binds one address, IPv6 ones without duplicate address detection (see the package
-// comment).
+// add binds one VIP.
 func (r *Reconciler) add(a netip.Addr, res *Result) {
-	flags := 0
-	if a.Is6() {
-		flags = unix.IFA_F_NODAD
-	}
 	res.Writes++
 	res.Added++
 	r.writes.Add(1)
-	err := r.nl.AddrAdd(r.index, host(a), flags)
+	err := r.vips.Bind(r.index, a)
 	if err != nil && !errors.Is(err, ErrAddrExists) {
 		res.fail(a, err)
 		r.stale = true // the link may have gone
@@ -302,12 +403,12 @@ func (r *Reconciler) add(a netip.Addr, res *Result) {
 	r.bound[a] = true
 }
 
-// del removes one address (any prefix length) from the link.
+// del unbinds one VIP (bound as any prefix length).
 func (r *Reconciler) del(p netip.Prefix, res *Result) {
 	res.Writes++
 	res.Removed++
 	r.writes.Add(1)
-	err := r.nl.AddrDel(r.index, p)
+	err := r.vips.Unbind(r.index, p)
 	if err != nil && !errors.Is(err, ErrAddrNotFound) {
 		res.fail(p.Addr(), err)
 		r.stale = true

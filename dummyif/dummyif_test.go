@@ -199,6 +199,7 @@ func TestResyncCreatesTheLink(t *testing.T) {
 	expectOps(t, f,
 		"link kube-ipvs0", "add-dummy kube-ipvs0", "link kube-ipvs0",
 		"addr-list 2",
+		"route-list 2", // the first Resync looks for VIPs bound as routes, to convert them
 		"addr-add 2 10.96.0.1/32 flags=0x0",
 		"addr-add 2 fd00:96::1/128 flags=0x2")
 	expectAddrs(t, f, name, "10.96.0.1/32", "fd00:96::1/128 flags=0x2")
@@ -222,6 +223,7 @@ func TestResyncRepairsOnlyThisLink(t *testing.T) {
 	expectOps(t, f,
 		"link kube-ipvs0",
 		"addr-list 3",
+		"route-list 3",
 		"addr-del 3 10.96.0.2/24",
 		"addr-del 3 fd00:96::1/128",
 		"addr-add 3 10.96.0.2/32 flags=0x0",

@@ -29,7 +29,8 @@ type FakeNetlink struct {
 
 type fakeLink struct {
 	Link
-	addrs map[netip.Prefix]int // prefix -> IFA_F_* flags
+	addrs  map[netip.Prefix]int // prefix -> IFA_F_* flags
+	routes map[netip.Prefix]int // the proxy's local routes (always 0)
 }
 
 // NewFakeNetlink returns a fake with no links.
@@ -46,7 +47,7 @@ func (f *FakeNetlink) PutLink(name, typ string) int {
 
 func (f *FakeNetlink) putLink(name, typ string) int {
 	f.nextIndex++
-	f.links[name] = &fakeLink{Link: Link{Index: f.nextIndex, Type: typ}, addrs: map[netip.Prefix]int{}}
+	f.links[name] = &fakeLink{Link: Link{Index: f.nextIndex, Type: typ}, addrs: map[netip.Prefix]int{}, routes: map[netip.Prefix]int{}}
 	return f.nextIndex
 }
 
@@ -73,20 +74,7 @@ func (f *FakeNetlink) Addrs(name string) []string {
 	if !ok {
 		return nil
 	}
-	ps := make([]netip.Prefix, 0, len(l.addrs))
-	for p := range l.addrs {
-		ps = append(ps, p)
-	}
-	sortPrefixes(ps)
-	out := []string{}
-	for _, p := range ps {
-		if fl := l.addrs[p]; fl != 0 {
-			out = append(out, fmt.Sprintf("%s flags=%#x", p, fl))
-		} else {
-			out = append(out, p.String())
-		}
-	}
-	return out
+	return prefixLines(l.addrs)
 }
 
 // LinkType returns the type of a link, "" when it does not exist.
@@ -193,6 +181,9 @@ func (f *FakeNetlink) AddrDel(linkIndex int, p netip.Prefix) error {
 		return fmt.Errorf("remove %s from link %d: %w", p, linkIndex, ErrAddrNotFound)
 	}
 	delete(l.addrs, p)
+	if p.Addr().Is4() {
+		l.lastIPv4Gone()
+	}
 	return nil
 }
 
@@ -209,4 +200,22 @@ func (f *FakeNetlink) LinkDel(linkIndex int) error {
 		}
 	}
 	return fmt.Errorf("delete link %d: %w", linkIndex, ErrLinkNotFound)
+}
+
+// prefixLines lists prefixes, sorted, as "prefix" or "prefix flags=0x.." when flags are set.
+func prefixLines(m map[netip.Prefix]int) []string {
+	ps := make([]netip.Prefix, 0, len(m))
+	for p := range m {
+		ps = append(ps, p)
+	}
+	sortPrefixes(ps)
+	out := []string{}
+	for _, p := range ps {
+		if fl := m[p]; fl != 0 {
+			out = append(out, fmt.Sprintf("%s flags=%#x", p, fl))
+		} else {
+			out = append(out, p.String())
+		}
+	}
+	return out
 }

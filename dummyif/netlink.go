@@ -14,6 +14,7 @@ import (
 type Link struct {
 	Index int
 	Type  string // "dummy", "veth", ... as netlink names it
+	Up    bool   // administratively up (IFF_UP)
 }
 
 // Address is one address of a link, as the kernel lists it.
@@ -39,6 +40,7 @@ type Netlink interface {
 	// LinkDel deletes a link (with its addresses); an error wrapping ErrLinkNotFound when
 	// there is none. Only `kube-ipvs cleanup` calls it.
 	LinkDel(linkIndex int) error
+	Routes
 }
 
 var (
@@ -83,7 +85,7 @@ func (k kernelNetlink) LinkByName(name string) (Link, error) {
 		}
 		return Link{}, fmt.Errorf("link %s: %w", name, err)
 	}
-	return Link{Index: l.Attrs().Index, Type: l.Type()}, nil
+	return Link{Index: l.Attrs().Index, Type: l.Type(), Up: l.Attrs().Flags&net.FlagUp != 0}, nil
 }
 
 func (k kernelNetlink) AddDummy(name string) error {

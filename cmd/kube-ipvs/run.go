@@ -129,6 +129,7 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 	_, err = os.Stat("/proc/sys/net/ipv6/conf/all")
 	o.ipvsMode.Firewall.IPv6 = err == nil
 	o.ipvsMode.NodePortMin, o.ipvsMode.NodePortMax = p.NodePortMin, p.NodePortMax
+	o.ipvsMode.VIPBinding = p.VIPBinding
 	return cfg, nil
 }
 

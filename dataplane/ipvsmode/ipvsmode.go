@@ -33,6 +33,8 @@ type Config struct {
 	// NodePortMin and NodePortMax bound the ports of NodePort virtual servers on node IPs
 	// that a repair considers the proxy's own (--service-node-port-range).
 	NodePortMin, NodePortMax uint16
+	// VIPBinding is how the Service VIPs are made local through the dummy link.
+	VIPBinding dummyif.Binding
 }
 
 // Parts are the kernel reconcilers the mode drives.
@@ -72,7 +74,7 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 	}
 	return NewWith(cfg, Parts{
 		IPVS:      NewIPVS(k, drainTimeout),
-		Addresses: dummyif.New(dummyName),
+		Addresses: dummyif.NewBinding(dummyName, cfg.VIPBinding, nil),
 		Sets:      ipset.New(sk),
 		Rules:     iptables.New(iptables.OSExec{}, iptables.Config{Backend: backend}),
 		Conntrack: ct,

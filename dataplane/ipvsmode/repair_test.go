@@ -200,3 +200,32 @@ func TestRepairWritesServiceCIDRs(t *testing.T) {
 		t.Errorf("without CIDRs the set holds %v", got)
 	}
 }
+
+// A restart from address to route binding: the first repair binds the desired VIP as a
+// route, removes every address, and deletes the virtual server of a Service deleted while
+// the proxy was down, whose address marked it as the proxy's.
+func TestRepairConvertsToRouteBinding(t *testing.T) {
+	ipvsK, nl := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink()
+	stale := tcpKey("10.96.0.9", 80)
+	nl.PutLink("kube-ipvs0", "dummy")
+	nl.PutAddr("kube-ipvs0", netip.PrefixFrom(stale.Addr, 32), 0)
+	nl.PutAddr("kube-ipvs0", netip.MustParsePrefix("10.96.0.1/32"), 0)
+	ipvsK.Put(&model.VirtualServer{Key: stale, Spec: model.VSSpec{Scheduler: "rr"}})
+	dp := hookedDataplane(ipvsK, nl)
+	dp.p.Addresses = dummyif.NewBinding("kube-ipvs0", dummyif.BindRoute, nl)
+	if res := dp.Repair(snapshotOf("10.96.0.1")); res.Err != nil || res.Failed() != 0 {
+		t.Fatalf("repair: %+v", res)
+	}
+	if got := nl.Routes("kube-ipvs0"); !slices.Equal(got, []string{"10.96.0.1/32"}) {
+		t.Errorf("local routes %v, want the desired VIP's", got)
+	}
+	if got := nl.Addrs("kube-ipvs0"); len(got) != 0 {
+		t.Errorf("addresses left: %v", got)
+	}
+	if _, err := ipvsK.GetVirtualServer(stale); err == nil {
+		t.Error("the deleted Service's virtual server is left")
+	}
+	if _, err := ipvsK.GetVirtualServer(tcpKey("10.96.0.1", 80)); err != nil {
+		t.Errorf("the desired virtual server: %v", err)
+	}
+}
