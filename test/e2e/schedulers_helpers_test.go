@@ -140,51 +140,68 @@ func clientAddrs(subnet, n int) []netip.Addr {
 	return as
 }
 
+// fromConn is a connection from one chosen source address, with its reader.
+type fromConn struct {
+	c *net.TCPConn
+	r *bufio.Reader
+}
+
 // dialFrom connects from src (an address of pod p) to dst and reads the backend's name.
-func dialFrom(p *guestutil.Pod, src netip.Addr, dst netip.AddrPort) (*net.TCPConn, string, error) {
+func dialFrom(p *guestutil.Pod, src netip.Addr, dst netip.AddrPort) (*fromConn, string, error) {
 	var c net.Conn
 	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 5 * time.Second}
 	if err := p.Do(func() (err error) { c, err = d.Dial("tcp", dst.String()); return err }); err != nil {
 		return nil, "", err
 	}
-	tc := c.(*net.TCPConn)
-	_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	line, err := bufio.NewReader(tc).ReadString('\n')
+	fc := &fromConn{c: c.(*net.TCPConn), r: bufio.NewReader(c)}
+	name, err := fc.read()
 	if err != nil {
-		reset(tc)
+		fc.reset()
 		return nil, "", fmt.Errorf("reading the answer from %s: %w", dst, err)
 	}
-	return tc, strings.TrimSpace(line), nil
+	return fc, name, nil
 }
 
-// reset closes c with a TCP reset: IPVS then keeps its entry 10 s (CLOSE) instead of 2
-// minutes (TIME_WAIT), so a removed real server finishes draining soon after.
-func reset(c *net.TCPConn) {
-	_ = c.SetLinger(0)
-	_ = c.Close()
+func (fc *fromConn) read() (string, error) {
+	_ = fc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := fc.r.ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+// ask sends a line and returns the backend's answer.
+func (fc *fromConn) ask() (string, error) {
+	if _, err := fc.c.Write([]byte("again\n")); err != nil {
+		return "", err
+	}
+	return fc.read()
+}
+
+// reset closes the connection with a TCP reset: IPVS then keeps its entry 10 s (CLOSE)
+// instead of 2 minutes (TIME_WAIT), so a removed real server finishes draining soon after.
+func (fc *fromConn) reset() {
+	_ = fc.c.SetLinger(0)
+	_ = fc.c.Close()
 }
 
 // askFrom connects from src to dst, returns the backend's name and resets the connection.
 func askFrom(p *guestutil.Pod, src netip.Addr, dst netip.AddrPort) (string, error) {
-	c, name, err := dialFrom(p, src, dst)
+	fc, name, err := dialFrom(p, src, dst)
 	if err == nil {
-		reset(c)
+		fc.reset()
 	}
 	return name, err
 }
 
-// holdFrom opens a connection from src to vip:80 and keeps it until release (or the end of
-// the test); it returns the backend's name.
-func holdFrom(t *testing.T, p *guestutil.Pod, src netip.Addr, vip string) (name string, release func()) {
+// holdFrom opens a connection from src to vip:80 that stays open until the test ends or
+// it is reset; it returns the backend's name.
+func holdFrom(t *testing.T, p *guestutil.Pod, src netip.Addr, vip string) (*fromConn, string) {
 	t.Helper()
-	c, name, err := dialFrom(p, src, netip.MustParseAddrPort(vip+":80"))
+	fc, name, err := dialFrom(p, src, netip.MustParseAddrPort(vip+":80"))
 	if err != nil {
 		t.Fatalf("holding a connection from %s to %s: %v", src, vip, err)
 	}
-	var once sync.Once
-	release = func() { once.Do(func() { reset(c) }) }
-	t.Cleanup(release)
-	return name, release
+	t.Cleanup(fc.reset)
+	return fc, name
 }
 
 // clientMap is the backend each client address reached.
