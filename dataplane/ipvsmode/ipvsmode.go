@@ -42,6 +42,8 @@ type Parts struct {
 	Sets      *ipset.Reconciler
 	Rules     *iptables.Runner
 	Conntrack dataplane.Conntrack // nil: no conntrack clearing (tests)
+	// Watcher hears of kube-ipvs0's drift (nil: none; every repair lists the addresses).
+	Watcher VIPWatcher
 }
 
 // Dataplane is the IPVS mode. Only the controller's sync goroutine calls it.
@@ -51,6 +53,10 @@ type Dataplane struct {
 	fw   *firewallPart
 	log  *slog.Logger
 	tick time.Time // last drain check
+	// stepped is the periodic repair under way (BeginRepair, RepairStep).
+	stepped *steppedRepair
+	// listedEpoch is the watcher's subscription when kube-ipvs0 was last listed.
+	listedEpoch uint64
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -76,6 +82,7 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 		Sets:      ipset.New(sk),
 		Rules:     iptables.New(iptables.OSExec{}, iptables.Config{Backend: backend}),
 		Conntrack: ct,
+		Watcher:   dummyif.NewWatcher(dummyName),
 	}, log), nil
 }
 
