@@ -31,4 +31,8 @@ type Config struct {
 	ServiceCIDRs []netip.Prefix
 	// MaxRetryBackoff caps the wait between retries of failed kernel calls.
 	MaxRetryBackoff time.Duration
+	// RepairStep is how many Services, then virtual servers, one step of a periodic repair
+	// handles before the loop applies waiting changes (--repair-step); 0 repairs in one go.
+	// It applies to dataplanes that repair in steps (dataplane.SteppedRepairer).
+	RepairStep int
 }
