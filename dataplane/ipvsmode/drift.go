@@ -37,9 +37,7 @@ func (d *Dataplane) RepairDrift(l dataplane.Live) dataplane.Result {
 	}
 	dr := d.p.Watcher.Take()
 	if dr.Lost || !d.addrListingTrusted() {
-		if err := d.p.Addresses.EnsureLink(); err != nil {
-			res := dataplane.Result{Err: err}
-			res.AddFailures(dataplane.SubsystemAddress, 1)
+		if res := d.ensureLink(); res.Err != nil {
 			return res
 		}
 		res, _ := d.relistAddresses(l)

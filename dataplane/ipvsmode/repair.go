@@ -16,18 +16,31 @@ import (
 // device's address list on every add, so binding tens of thousands of addresses is slow on
 // its own and need not hold the virtual servers up.
 func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
-	var res dataplane.Result
-	if err := d.p.Addresses.EnsureLink(); err != nil {
-		res.Err = fmt.Errorf("dummy interface: %w", err)
-		res.AddFailures(dataplane.SubsystemAddress, 1)
-		return res
-	}
-	if res.Merge(d.repairFirewall(s.Services, s.NodeIPs, s.ServiceCIDRs)); res.Err != nil {
+	res := d.repairLinkAndFirewall(s.Services, s.NodeIPs, s.ServiceCIDRs)
+	if res.Err != nil {
 		return res
 	}
 	d.noteAddrListing()
 	res.Merge(d.repairAddrsAndIPVS(s))
 	return res
+}
+
+// ensureLink creates kube-ipvs0 if it is missing; a failure is the result's Err.
+func (d *Dataplane) ensureLink() dataplane.Result {
+	var res dataplane.Result
+	if err := d.p.Addresses.EnsureLink(); err != nil {
+		res.Err = fmt.Errorf("dummy interface: %w", err)
+		res.AddFailures(dataplane.SubsystemAddress, 1)
+	}
+	return res
+}
+
+// repairLinkAndFirewall is the first part of every repair: the link, then the sets and rules.
+func (d *Dataplane) repairLinkAndFirewall(services map[model.ServiceName]*model.ServiceState, nodeIPs []netip.Addr, cidrs []netip.Prefix) dataplane.Result {
+	if res := d.ensureLink(); res.Err != nil {
+		return res
+	}
+	return d.repairFirewall(services, nodeIPs, cidrs)
 }
 
 // repairFirewall stages every Service and repairs the ipsets and iptables rules against the

@@ -27,13 +27,8 @@ type steppedRepair struct {
 // here as the first repair does.
 func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
 	d.stepped = nil
-	var res dataplane.Result
-	if err := d.p.Addresses.EnsureLink(); err != nil {
-		res.Err = fmt.Errorf("dummy interface: %w", err)
-		res.AddFailures(dataplane.SubsystemAddress, 1)
-		return res
-	}
-	if res.Merge(d.repairFirewall(l.Services, l.NodeIPs, l.ServiceCIDRs)); res.Err != nil {
+	res := d.repairLinkAndFirewall(l.Services, l.NodeIPs, l.ServiceCIDRs)
+	if res.Err != nil {
 		return res
 	}
 	var prior map[netip.Addr]bool
