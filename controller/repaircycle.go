@@ -84,9 +84,11 @@ func (c *Controller) cycleStep() {
 	switch {
 	case len(cy.gone) > 0 || len(cy.names) > 0:
 		res = c.recomputeStep(cy)
+		c.setEntries = res.SetEntries
 	case !cy.begun:
 		cy.begun = true
 		res = sr.BeginRepair(c.live())
+		c.setEntries = res.SetEntries
 	default:
 		res, done = sr.RepairStep(c.live(), c.cfg.RepairStep)
 	}
@@ -96,7 +98,6 @@ func (c *Controller) cycleStep() {
 	cy.most = max(cy.most, took)
 	cy.steps++
 	c.noteResult(res)
-	c.setEntries = max(c.setEntries, res.SetEntries)
 	c.retry(res)
 	phases := res.Phases
 	res.Phases = dataplane.Phases{}
