@@ -33,6 +33,7 @@ hostnameOverride: " Worker-1 "
 scheduler: wlc
 syncPeriod: 1m
 minSyncPeriod: 500ms
+repairStep: 50
 nodePortAddresses: [10.0.0.0/8, "fd00::/64"]
 serviceNodePortRange: 20000-22767
 dummyInterface: ipvs0
@@ -63,6 +64,7 @@ serviceCIDRs: [10.96.0.0/12, "fd00:96::/108"]
 		"scheduler":                    "wlc",
 		"sync-period":                  "1m0s",
 		"min-sync-period":              "500ms",
+		"repair-step":                  "50",
 		"nodeport-addresses":           "10.0.0.0/8,fd00::/64",
 		"service-node-port-range":      "20000-22767",
 		"dummy-interface":              "ipvs0",

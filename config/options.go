@@ -19,6 +19,10 @@ const (
 	ModeIPTables = "iptables" // the iptables proxier
 )
 
+// DefaultRepairStep is --repair-step's default: a step reads back this many virtual servers
+// (one request each), a few milliseconds natively.
+const DefaultRepairStep = 200
+
 // Options are the settings of `kube-ipvs run`. AddFlags binds every field to its flag, and
 // ReadConfigFile fills the ones the command line left unset from the --config file, through
 // the same flags; Validate then checks the result once, whichever source a value came from.
@@ -30,6 +34,7 @@ type Options struct {
 	Scheduler         string
 	SyncPeriod        time.Duration
 	MinSyncPeriod     time.Duration
+	RepairStep        int
 	NodePortAddresses []string
 	NodePortRange     string
 	DummyInterface    string
@@ -61,6 +66,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Scheduler, "scheduler", "rr", "default IPVS scheduler for Services without the "+proxy.AnnotationScheduler+" annotation: "+strings.Join(proxy.Schedulers(), ", "))
 	fs.DurationVar(&o.SyncPeriod, "sync-period", 30*time.Second, "how often the kernel state is compared with the desired state and repaired")
 	fs.DurationVar(&o.MinSyncPeriod, "min-sync-period", time.Second, "shortest time between two syncs; changes arriving faster are applied together")
+	fs.IntVar(&o.RepairStep, "repair-step", DefaultRepairStep, "how many Services, then virtual servers, one step of the periodic repair checks before waiting changes are applied (0: repair in one go, changes wait for it)")
 	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", nil, "CIDRs whose node addresses get NodePort virtual servers, comma-separated, or \"primary\" for the Node object's InternalIPs (default: every address except loopback, link-local and the dummy interface's)")
 	fs.StringVar(&o.NodePortRange, "service-node-port-range", DefaultNodePortRange, "the cluster's NodePort range; NodePort virtual servers on node IPs inside it are the proxy's own")
 	fs.StringVar(&o.DummyInterface, "dummy-interface", DefaultDummyInterface, "the dummy interface that holds the Service addresses")

@@ -27,6 +27,7 @@ var ownFields = []ownField{
 	{"scheduler", "scheduler", parseScheduler},
 	{"syncPeriod", "sync-period", parsePositiveDuration},
 	{"minSyncPeriod", "min-sync-period", parseDuration},
+	{"repairStep", "repair-step", parseCount},
 	{"nodePortAddresses", "nodeport-addresses", parseNodePortAddresses},
 	{"serviceNodePortRange", "service-node-port-range", parsePortRange},
 	{"dummyInterface", "dummy-interface", parseInterfaceName},

@@ -48,6 +48,9 @@ func (o *Options) Validate() (Parsed, error) {
 	if o.MinSyncPeriod < 0 || o.MinSyncPeriod > o.SyncPeriod {
 		return p, fmt.Errorf("--min-sync-period=%s: must be between 0 and --sync-period", o.MinSyncPeriod)
 	}
+	if o.RepairStep < 0 {
+		return p, fmt.Errorf("--repair-step=%d: must be 0 or more", o.RepairStep)
+	}
 	flagName := func(name string) func(int) string { return func(int) string { return "--" + name } }
 	if p.NodePortPrimary, p.NodePortAddresses, err = nodePortAddresses(o.NodePortAddresses, flagName("nodeport-addresses")); err != nil {
 		return p, err

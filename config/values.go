@@ -94,6 +94,19 @@ func parsePositiveDuration(path string, v any) (string, error) {
 	return d.String(), err
 }
 
+// parseCount reads a whole number that is not negative.
+func parseCount(path string, v any) (string, error) {
+	num, ok := v.(json.Number)
+	if !ok {
+		return "", fieldError(path, "%s is not a number", show(v))
+	}
+	n, err := strconv.Atoi(num.String())
+	if err != nil || n < 0 {
+		return "", fieldError(path, "%s must be a whole number, 0 or more", show(v))
+	}
+	return strconv.Itoa(n), nil
+}
+
 func parseScheduler(path string, v any) (string, error) {
 	s, err := asString(path, v)
 	if err != nil {

@@ -36,4 +36,8 @@ type Config struct {
 	// BackendChecks runs the Services' opt-in backend health checks (nil: none; a Service
 	// asking for them then simply is not checked). Run starts it.
 	BackendChecks *backendcheck.Checker
+	// RepairStep is how many Services, then virtual servers, one step of a periodic repair
+	// handles before the loop applies waiting changes (--repair-step); 0 repairs in one go.
+	// It applies to dataplanes that repair in steps (dataplane.SteppedRepairer).
+	RepairStep int
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -57,6 +58,13 @@ type Controller struct {
 	// lastCIDRs are the Service CIDRs of the last repair, for a log line when they change.
 	lastCIDRs       []netip.Prefix
 	lastCIDRsLogged bool
+	// cycle is the periodic repair under way in steps (nil: none); repairedOnce says a
+	// whole repair succeeded, after which repairs are cut into steps (repaircycle.go).
+	cycle        *repairCycle
+	repairedOnce bool
+
+	// drifted is set (by the dataplane's watcher goroutine) when drift waits for RepairDrift.
+	drifted atomic.Bool
 
 	// stateMu guards state against readers on other goroutines (LookupVS, for metrics
 	// scrapes); only the sync goroutine writes it.
@@ -127,8 +135,10 @@ func (c *Controller) SyncOnce(ctx context.Context) error {
 }
 
 // Run syncs until ctx ends, when the schedule says: changes after at most MinSyncPeriod, a
-// full repair every SyncPeriod (or further apart when a repair takes long), failed kernel
-// calls again with exponential backoff, and the dataplane's periodic work.
+// full repair every SyncPeriod (or further apart when a repair takes long; after the first,
+// cut into steps with changes between them), failed kernel calls again with exponential
+// backoff, and the dataplane's periodic work; drift the dataplane hears of (DriftWatcher)
+// is repaired at once.
 func (c *Controller) Run(ctx context.Context) error {
 	if err := c.src.start(ctx); err != nil {
 		return err
@@ -137,7 +147,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	if ch := c.cfg.BackendChecks; ch != nil {
 		go ch.Run(ctx, c.onVerdict)
 	}
+	dw, watches := c.dp.(dataplane.DriftWatcher)
+	if watches {
+		go dw.WatchDrift(ctx, func() { c.drifted.Store(true); c.poke() })
+	}
 	for {
+		if watches && c.drifted.Swap(false) {
+			c.repairDrift(dw)
+		}
 		c.mu.Lock()
 		dirty := len(c.dirty) > 0
 		if c.nodeChanged || c.cidrsChanged {
@@ -153,8 +170,18 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.sched.ticked(time.Now(), next)
 			c.noteResult(res)
 			continue
-		case changes, full:
-			_ = c.sync(w == full) // errors are logged and retried inside
+		case step:
+			c.cycleStep()
+			continue
+		case full:
+			if _, ok := c.stepped(); ok {
+				c.beginCycle()
+				continue
+			}
+			_ = c.sync(true) // errors are logged and retried inside
+			continue
+		case changes:
+			_ = c.sync(false)
 			continue
 		}
 		timer := time.NewTimer(wait)

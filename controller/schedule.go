@@ -9,7 +9,8 @@ import "time"
 // The policy:
 //   - changes are applied at most every minInterval (bursts coalesce);
 //   - a full repair runs every period, or repairDutyCycle times its last duration when that
-//     is longer (a change that arrives during a repair waits for it);
+//     is longer; a repair cut into steps (a cycle) gives way to changes between its steps,
+//     so that a change waits for one step at most, not for the repair;
 //   - failed work is retried with exponential backoff from 1 s up to maxBackoff, and a
 //     failed repair (or one asked for, after a Node change) is run again as soon as the
 //     backoff allows;
@@ -23,6 +24,7 @@ type schedule struct {
 	backoff            time.Duration
 	retryAt            time.Time
 	tickAt             time.Time // zero: the dataplane wants no Tick
+	inCycle            bool      // a repair cycle is under way: its steps are due
 }
 
 // repairDutyCycle bounds the share of the sync loop's time the periodic repair may take:
@@ -45,6 +47,7 @@ const (
 	tick                // the dataplane's periodic work
 	changes             // apply the changed Services and retry failed keys
 	full                // recompute everything and repair the kernel
+	step                // the next step of the repair cycle under way
 )
 
 // decide returns what to do at now, given whether Services changed (dirty) and whether
@@ -56,6 +59,10 @@ func (s *schedule) decide(now time.Time, dirty, retries bool) (w work, wait time
 	switch {
 	case !s.tickAt.IsZero() && !now.Before(s.tickAt):
 		return tick, 0
+	case s.inCycle && ready && (dirty || (retries && retryReady)):
+		return changes, 0
+	case s.inCycle:
+		return step, 0
 	case now.Sub(s.lastFull) >= interval || (s.fullDue && ready && retryReady):
 		return full, 0
 	case ready && (dirty || (retries && retryReady)):
@@ -105,6 +112,26 @@ func (s *schedule) synced(now time.Time, isFull bool, took time.Duration, failed
 	before := s.repairInterval()
 	s.fullTook = took
 	return before <= s.period && s.repairInterval() > s.period
+}
+
+// cycleBegan records that a repair cycle began: its steps come before the next repair.
+func (s *schedule) cycleBegan() {
+	s.inCycle = true
+	s.fullDue = false
+}
+
+// cycleEnded records a repair cycle that ended at now, whose steps took busy in all. failed:
+// a step failed as a whole, and the repair is run again after a backoff.
+func (s *schedule) cycleEnded(now time.Time, busy time.Duration, failed bool) {
+	s.inCycle = false
+	s.lastFull = now
+	if failed {
+		s.backoff = min(max(2*s.backoff, time.Second), s.maxBackoff)
+		s.retryAt = now.Add(s.backoff)
+		s.fullDue = true
+		return
+	}
+	s.fullTook = busy
 }
 
 // askFull asks for a repair as soon as the minimum interval and any backoff allow.

@@ -46,6 +46,18 @@ func TestScheduleDecides(t *testing.T) {
 			now: period, want: idle, wait: 20 * time.Second},
 		{name: "a failed repair is run again after its backoff", prepare: func(s *schedule) { s.synced(at, true, time.Second, true, true) },
 			now: time.Second, want: full},
+		{name: "a repair cycle's steps run when nothing else is due", prepare: func(s *schedule) { s.cycleBegan() },
+			now: time.Millisecond, dirty: true, want: step},
+		{name: "a change comes before the cycle's next step", prepare: func(s *schedule) { s.cycleBegan() },
+			now: minI, dirty: true, want: changes},
+		{name: "a cycle under way is not begun again at the period's end", prepare: func(s *schedule) { s.cycleBegan() },
+			now: period, want: step},
+		{name: "a finished cycle waits for the period", prepare: func(s *schedule) { s.cycleBegan(); s.cycleEnded(after(time.Second), time.Second, false) },
+			now: 2 * time.Second, want: idle, wait: period - time.Second},
+		{name: "a failed cycle is run again after its backoff", prepare: func(s *schedule) { s.cycleBegan(); s.cycleEnded(at, time.Second, true) },
+			now: time.Second, want: full},
+		{name: "a repair asked for during a cycle follows it", prepare: func(s *schedule) { s.cycleBegan(); s.askFull(); s.cycleEnded(at, time.Second, false) },
+			now: minI, want: full},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := syncedSchedule(minI, period)

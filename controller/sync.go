@@ -50,6 +50,9 @@ func (c *Controller) sync(full bool) error {
 	if res.Err != nil && !full {
 		c.sched.askFull() // a step failed as a whole: repair from the desired state
 	}
+	if full && res.Err == nil {
+		c.repairedOnce = true
+	}
 	c.sched.ticked(now, time.Nanosecond) // let the dataplane look at its periodic work
 	c.mu.Lock()
 	st.TotalSyncs = c.stats.TotalSyncs + 1

@@ -208,6 +208,35 @@ func (r *Reconciler) Apply(bind, unbind []netip.Addr) Result {
 	return res
 }
 
+// Restore binds again addresses that were removed from the link behind the reconciler's
+// back (a notification said so): unlike Apply, it does not trust its cache for them. An
+// address the link still has costs one write that the kernel answers "exists".
+func (r *Reconciler) Restore(addrs []netip.Addr) Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := Result{}
+	if len(addrs) == 0 {
+		return res
+	}
+	if r.index == 0 || r.stale {
+		if err := r.link(false, &res); err != nil {
+			res.Err = err
+			return res
+		}
+	}
+	sorted := slices.Clone(addrs)
+	sortAddrs(sorted)
+	for _, a := range slices.Compact(sorted) {
+		if err := check(a); err != nil {
+			res.fail(a, err)
+			continue
+		}
+		delete(r.bound, a)
+		r.add(a, &res)
+	}
+	return res
+}
+
 // Resync makes the link hold exactly the desired addresses (those mapped to true), each as a
 // /32 or /128: it creates the link if missing, lists its addresses, replaces wrong versions of
 // desired ones (another prefix length, or an IPv6 address stuck tentative or failed DAD), adds

@@ -65,6 +65,14 @@ func (f *FakeNetlink) PutAddr(name string, p netip.Prefix, flags int) {
 	f.links[name].addrs[p] = flags
 }
 
+// DropAddr removes an address from a link directly, without logging a call (drift made
+// behind the reconciler's back).
+func (f *FakeNetlink) DropAddr(name string, p netip.Prefix) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.links[name].addrs, p)
+}
+
 // Addrs lists a link's addresses, sorted, as "prefix" or "prefix flags=0x.." when flags are
 // set; nil when the link does not exist.
 func (f *FakeNetlink) Addrs(name string) []string {

@@ -136,6 +136,38 @@ func (f *FakeKernel) EachVirtualServer(start func(), fn func(vs *model.VirtualSe
 	return nil
 }
 
+// ListServices lists the virtual servers without their real servers (one logged call,
+// "list-services").
+func (f *FakeKernel) ListServices() (map[model.VSKey]model.VSSpec, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("list-services", model.VSKey{}, ""); err != nil {
+		return nil, err
+	}
+	out := make(map[model.VSKey]model.VSSpec, len(f.vses))
+	for k, vs := range f.vses {
+		out[k] = vs.Spec
+	}
+	return out, nil
+}
+
+// RealServers reads one virtual server's real servers, none if it is absent (one logged
+// call, "get-reals KEY").
+func (f *FakeKernel) RealServers(key model.VSKey) (map[model.RSKey]uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("get-reals", key, key.String()); err != nil {
+		return nil, err
+	}
+	out := map[model.RSKey]uint32{}
+	if vs := f.vses[key]; vs != nil {
+		for rs, w := range vs.Reals {
+			out[rs] = w
+		}
+	}
+	return out, nil
+}
+
 func (f *FakeKernel) GetVirtualServer(key model.VSKey) (*model.VirtualServer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

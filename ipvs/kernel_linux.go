@@ -153,6 +153,24 @@ func (k *netlinkKernel) listServices() (map[model.VSKey]model.VSSpec, error) {
 	return out, nil
 }
 
+// ListServices implements stepReader: the service table alone, one dump.
+func (k *netlinkKernel) ListServices() (map[model.VSKey]model.VSSpec, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.listServices()
+}
+
+// RealServers implements stepReader: one virtual server's real servers, one dump.
+func (k *netlinkKernel) RealServers(key model.VSKey) (map[model.RSKey]uint32, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	reals := map[model.RSKey]uint32{}
+	if err := k.g.dests(key, func(d listedDest) { reals[d.rs] = d.weight }); err != nil {
+		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
+	}
+	return reals, nil
+}
+
 func (k *netlinkKernel) withDestinations(key model.VSKey, spec model.VSSpec) (*model.VirtualServer, error) {
 	vs := &model.VirtualServer{Key: key, Spec: spec, Reals: map[model.RSKey]uint32{}}
 	if err := k.g.dests(key, func(d listedDest) { vs.Reals[d.rs] = d.weight }); err != nil {

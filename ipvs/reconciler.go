@@ -75,6 +75,12 @@ type Reconciler struct {
 	// caller's own object rather than a copy (shared marks those): see ShareDesired.
 	share  bool
 	shared map[model.VSKey]bool
+
+	// gen counts kernel writes; touched holds, per virtual server, the generation of the
+	// last write to it, so that a stepped Check knows which virtual servers changed since
+	// it listed the table.
+	gen     uint64
+	touched map[model.VSKey]uint64
 }
 
 // ShareDesired lets the reconciler keep the virtual servers given to Apply and Resync as its
@@ -109,7 +115,7 @@ func (r *Reconciler) forget(key model.VSKey) {
 func NewReconciler(k Kernel) *Reconciler {
 	return &Reconciler{k: k, applied: map[model.VSKey]*model.VirtualServer{}, now: time.Now,
 		draining: map[model.VSKey]map[model.RSKey]time.Time{}, wantSpec: map[model.VSKey]model.VSSpec{},
-		shared: map[model.VSKey]bool{}}
+		shared: map[model.VSKey]bool{}, touched: map[model.VSKey]uint64{}}
 }
 
 // Writes returns the number of kernel write calls made so far.

@@ -48,6 +48,8 @@ func (r *Reconciler) account(s *step, res *Result, op string, err error, goneIsD
 	}
 	res.Ops[op]++
 	r.writes.Add(1)
+	r.gen++
+	r.touched[s.key] = r.gen
 	s.wrote = true
 	if err != nil {
 		s.errs = append(s.errs, err)

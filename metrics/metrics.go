@@ -109,6 +109,7 @@ type Metrics struct {
 	ipsetEntries       prometheus.Gauge
 	proxyMode          *prometheus.GaugeVec
 	invalidAnnotations *prometheus.CounterVec
+	repair             repairMetrics
 
 	modeMu sync.Mutex
 	modes  map[string]bool // every mode label value exported so far
@@ -167,6 +168,7 @@ func New(opts ...Option) *Metrics {
 	m.reg.MustRegister(m.syncDuration, m.lastSuccessfulSync, m.pendingChanges, m.programming,
 		m.netlinkWrites, m.kernelErrors, m.virtualServers, m.realServers, m.vips, m.ipsetEntries,
 		m.proxyMode, m.invalidAnnotations)
+	m.repair = newRepairMetrics(m.reg)
 	if cfg.runtimeMetrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

@@ -108,6 +108,7 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 		DefaultScheduler:  o.Scheduler,
 		SyncPeriod:        o.SyncPeriod,
 		MinSyncPeriod:     o.MinSyncPeriod,
+		RepairStep:        o.RepairStep,
 		NodePortPrimary:   p.NodePortPrimary,
 		NodePortAddresses: p.NodePortAddresses,
 		ServiceCIDRs:      p.ServiceCIDRs,

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -31,6 +32,19 @@ func TestOwnsVirtualServer(t *testing.T) {
 		got := cfg.OwnsVirtualServer(k, func(a netip.Addr) bool { return dummy[a] }, func(a netip.Addr) bool { return node[a] })
 		if got != tc.want {
 			t.Errorf("%s: owned %v, want %v", k, got, tc.want)
+		}
+	}
+}
+
+// Only the address binding is watched through address notifications: with local routes the
+// repair cycle must list the routes, so there is no watcher to trust.
+func TestRouteBindingHasNoAddressWatcher(t *testing.T) {
+	if w := vipWatcher(dummyif.BindRoute, "kube-ipvs0"); w != nil {
+		t.Errorf("route binding got watcher %T; its drift would never be repaired", w)
+	}
+	for _, b := range []dummyif.Binding{dummyif.BindAddress, ""} {
+		if w := vipWatcher(b, "kube-ipvs0"); w == nil {
+			t.Errorf("binding %q has no watcher", b)
 		}
 	}
 }

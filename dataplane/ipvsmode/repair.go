@@ -16,30 +16,51 @@ import (
 // device's address list on every add, so binding tens of thousands of addresses is slow on
 // its own and need not hold the virtual servers up.
 func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
+	res := d.repairLinkAndFirewall(s.Services, s.NodeIPs, s.ServiceCIDRs)
+	if res.Err != nil {
+		return res
+	}
+	d.noteAddrListing()
+	res.Merge(d.repairAddrsAndIPVS(s))
+	return res
+}
+
+// ensureLink creates kube-ipvs0 if it is missing; a failure is the result's Err.
+func (d *Dataplane) ensureLink() dataplane.Result {
 	var res dataplane.Result
 	if err := d.p.Addresses.EnsureLink(); err != nil {
 		res.Err = fmt.Errorf("dummy interface: %w", err)
 		res.AddFailures(dataplane.SubsystemAddress, 1)
+	}
+	return res
+}
+
+// repairLinkAndFirewall is the first part of every repair: the link, then the sets and rules.
+func (d *Dataplane) repairLinkAndFirewall(services map[model.ServiceName]*model.ServiceState, nodeIPs []netip.Addr, cidrs []netip.Prefix) dataplane.Result {
+	if res := d.ensureLink(); res.Err != nil {
 		return res
 	}
-	d.fw.cfg.NodeIPs = s.NodeIPs
-	d.fw.cidrs = firewall.ServiceCIDREntries(s.ServiceCIDRs, d.fw.cfg)
-	for name, st := range s.Services {
+	return d.repairFirewall(services, nodeIPs, cidrs)
+}
+
+// repairFirewall stages every Service and repairs the ipsets and iptables rules against the
+// kernel: one step, whose cost follows the number of set entries.
+func (d *Dataplane) repairFirewall(services map[model.ServiceName]*model.ServiceState, nodeIPs []netip.Addr, cidrs []netip.Prefix) dataplane.Result {
+	d.fw.cfg.NodeIPs = nodeIPs
+	d.fw.cidrs = firewall.ServiceCIDREntries(cidrs, d.fw.cfg)
+	for name, st := range services {
 		d.fw.stage(name, st)
 	}
 	for name := range d.fw.tracker.Services() {
-		if _, ok := s.Services[name]; !ok {
+		if _, ok := services[name]; !ok {
 			d.fw.stage(name, nil)
 		}
 	}
 	fw := d.fw.repair()
-	res.Merge(fw)
 	if fw.Err != nil {
-		res.Err = fmt.Errorf("repairing ipsets and iptables rules: %w", fw.Err)
-		return res
+		fw.Err = fmt.Errorf("repairing ipsets and iptables rules: %w", fw.Err)
 	}
-	res.Merge(d.repairAddrsAndIPVS(s))
-	return res
+	return fw
 }
 
 // repairAddrsAndIPVS runs both repairs concurrently. A virtual server is the proxy's when
@@ -84,17 +105,25 @@ func (d *Dataplane) repairAddrsAndIPVS(s dataplane.Snapshot) dataplane.Result {
 // ownership returns the repair's test of which virtual servers are the proxy's (see
 // repairAddrsAndIPVS); prior delivers the addresses kube-ipvs0 held before the repair.
 func (d *Dataplane) ownership(s dataplane.Snapshot, prior <-chan map[netip.Addr]bool) func(model.VSKey) bool {
-	nodeIP := make(map[netip.Addr]bool, len(s.NodeIPs))
-	for _, a := range s.NodeIPs {
-		nodeIP[a] = true
-	}
 	var before map[netip.Addr]bool
 	known := false
-	onDummy := func(a netip.Addr) bool { return s.Binds[a] || before[a] }
+	owns := d.owns(s.NodeIPs, func(a netip.Addr) bool { return s.Binds[a] || before[a] })
 	return func(k model.VSKey) bool {
 		if !known {
 			before, known = <-prior, true
 		}
+		return owns(k)
+	}
+}
+
+// owns is OwnsVirtualServer with the node IPs given and onDummy saying which addresses are
+// (or were, when the repair began) on kube-ipvs0.
+func (d *Dataplane) owns(nodeIPs []netip.Addr, onDummy func(netip.Addr) bool) func(model.VSKey) bool {
+	nodeIP := make(map[netip.Addr]bool, len(nodeIPs))
+	for _, a := range nodeIPs {
+		nodeIP[a] = true
+	}
+	return func(k model.VSKey) bool {
 		return d.cfg.OwnsVirtualServer(k, onDummy, func(a netip.Addr) bool { return nodeIP[a] })
 	}
 }

@@ -1,0 +1,208 @@
+package controller
+
+import (
+	"net/netip"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/proxy"
+)
+
+// repairCycle is a periodic repair under way, cut into steps that the sync loop runs when
+// no change is due (schedule.step): first every Service recomputed, RepairStep Services a
+// step, each step's difference applied as a change; then the dataplane's repair
+// (BeginRepair, then RepairStep virtual servers a step). A change applied between two steps
+// is in the kernel at once, and the dataplane's later steps judge the kernel against it.
+type repairCycle struct {
+	began  time.Time
+	names  []model.ServiceName // Services still to recompute
+	gone   []model.ServiceName // Services the informers no longer hold
+	pcfg   *proxy.Config
+	cidrs  []netip.Prefix
+	begun  bool // the dataplane's part has begun
+	steps  int
+	busy   time.Duration // the steps' wall time, summed
+	cpu    time.Duration // the steps' CPU time, summed
+	most   time.Duration // the longest step
+	res    dataplane.Result
+	failed bool // a step failed as a whole
+}
+
+// stepped returns the dataplane's stepped repair when periodic repairs are to use it: the
+// dataplane has one, steps are configured, and a whole repair has run once (the first
+// repair adopts the kernel and binds every address, and the proxy is ready after it).
+func (c *Controller) stepped() (dataplane.SteppedRepairer, bool) {
+	sr, ok := c.dp.(dataplane.SteppedRepairer)
+	return sr, ok && c.cfg.RepairStep > 0 && c.repairedOnce
+}
+
+// beginCycle starts a repair cycle: reads the node and lists the Services (from the
+// informers' caches), as a full sync does, without recomputing any yet.
+func (c *Controller) beginCycle() {
+	cy := &repairCycle{began: time.Now()}
+	c.cycle = cy
+	c.sched.cycleBegan()
+	if err := c.refreshNode(); err != nil {
+		cy.res.Err = err
+		c.endCycle()
+		return
+	}
+	svcs, err := c.src.services.List(labels.Everything())
+	if err != nil {
+		cy.res.Err = err
+		c.endCycle()
+		return
+	}
+	seen := make(map[model.ServiceName]bool, len(svcs))
+	for _, s := range svcs {
+		seen[model.ServiceName{Namespace: s.Namespace, Name: s.Name}] = true
+	}
+	for name := range c.state.services {
+		if !seen[name] {
+			cy.gone = append(cy.gone, name)
+		}
+	}
+	cy.names = sortedNames(seen)
+	cy.pcfg = c.proxyConfig()
+	cidrs, from := c.serviceCIDRs()
+	c.noteServiceCIDRs(cidrs, from)
+	cy.cidrs = cidrs
+	cy.busy = time.Since(cy.began)
+}
+
+// cycleStep runs the cycle's next step and ends the cycle after its last.
+func (c *Controller) cycleStep() {
+	cy := c.cycle
+	sr, _ := c.dp.(dataplane.SteppedRepairer)
+	start := time.Now()
+	stopCPU := threadCPU()
+	var res dataplane.Result
+	done := false
+	switch {
+	case len(cy.gone) > 0 || len(cy.names) > 0:
+		res = c.recomputeStep(cy)
+		c.setEntries = res.SetEntries
+	case !cy.begun:
+		cy.begun = true
+		res = sr.BeginRepair(c.live())
+		c.setEntries = res.SetEntries
+	default:
+		res, done = sr.RepairStep(c.live(), c.cfg.RepairStep)
+	}
+	took := time.Since(start)
+	cy.cpu += stopCPU()
+	cy.busy += took
+	cy.most = max(cy.most, took)
+	cy.steps++
+	c.noteResult(res)
+	c.retry(res)
+	phases := res.Phases
+	res.Phases = dataplane.Phases{}
+	cy.res.Merge(res)
+	cy.res.Phases.Firewall += phases.Firewall
+	cy.res.Phases.Addresses += phases.Addresses
+	cy.res.Phases.IPVS += phases.IPVS
+	if res.Err != nil || done {
+		c.endCycle()
+	}
+}
+
+// recomputeStep recomputes up to RepairStep Services and applies what changed, as an
+// incremental sync does: a Service whose objects did not change writes nothing.
+func (c *Controller) recomputeStep(cy *repairCycle) dataplane.Result {
+	ch := dataplane.Change{Services: map[model.ServiceName]*model.ServiceState{}, VSes: map[model.VSKey]*model.VirtualServer{}}
+	for _, name := range cy.gone {
+		if c.state.services[name] != nil {
+			c.recompute(name, cy.pcfg, &ch) // the informers no longer hold it: removed
+		}
+	}
+	cy.gone = nil
+	n := min(c.cfg.RepairStep, len(cy.names))
+	for _, name := range cy.names[:n] {
+		c.recompute(name, cy.pcfg, &ch)
+	}
+	cy.names = cy.names[n:]
+	return c.dp.Apply(ch)
+}
+
+// endCycle reports a finished (or failed) cycle: the log line, the metrics, the schedule.
+func (c *Controller) endCycle() {
+	cy := c.cycle
+	c.cycle = nil
+	now := time.Now()
+	wall := now.Sub(cy.began)
+	failed := cy.res.Err != nil
+	c.sched.cycleEnded(now, cy.busy, failed)
+	if !failed {
+		c.sched.ticked(now, time.Nanosecond)
+	}
+	st := Stats{Full: true, Services: len(c.state.services), Duration: wall, VirtualSrvrs: len(c.state.vsOwner),
+		Phases: FullSyncPhases{Firewall: cy.res.Phases.Firewall, Addresses: cy.res.Phases.Addresses, IPVS: cy.res.Phases.IPVS}}
+	w := cy.res.Writes
+	st.IPVSWrites, st.AddrWrites, st.SetWrites, st.Restores = w.IPVS, w.Addresses, w.SetEntries, w.Restores
+	st.Errors = cy.res.Failed()
+	c.mu.Lock()
+	st.TotalSyncs = c.stats.TotalSyncs + 1
+	c.stats = st
+	c.mu.Unlock()
+	if m := c.obs.Metrics; m != nil {
+		m.RepairCycleDone(wall, cy.cpu, cy.most)
+	}
+	c.noteSync(true, st, failed, cy.began, nil)
+	if c.obs.ProxyHealth != nil && !failed {
+		c.obs.ProxyHealth.FullSyncTook(cy.most) // a change waits for one step, not the cycle
+	}
+	share := 0.0
+	if wall > 0 {
+		share = cy.cpu.Seconds() / wall.Seconds()
+	}
+	c.log.Info("repair cycle done", "steps", cy.steps, "took", wall.Round(time.Millisecond),
+		"busy", cy.busy.Round(time.Millisecond), "core_share", float64(int(share*1000))/1000,
+		"longest_step", cy.most.Round(time.Microsecond), "ipvs_writes", w.IPVS, "addr_writes", w.Addresses,
+		"ipset_writes", w.SetEntries, "iptables_restores", w.Restores, "errors", st.Errors,
+		"services", st.Services, "virtual_servers", st.VirtualSrvrs)
+	if failed {
+		c.log.Error("a repair step failed as a whole; the repair runs again after a backoff", "err", cy.res.Err)
+	}
+}
+
+// live is the desired state as the dataplane reads it during a step.
+func (c *Controller) live() dataplane.Live {
+	var cidrs []netip.Prefix
+	if c.cycle != nil {
+		cidrs = c.cycle.cidrs
+	}
+	return dataplane.Live{
+		Services: c.state.services,
+		VS:       c.state.desiredVS,
+		VSKeys: func(yield func(model.VSKey) bool) {
+			for k := range c.state.vsOwner {
+				if !yield(k) {
+					return
+				}
+			}
+		},
+		Bound:        c.state.bound,
+		Binds:        c.state.allBinds,
+		NodeIPs:      c.node.nodeIPs,
+		ServiceCIDRs: cidrs,
+	}
+}
+
+// repairDrift repairs the drift the dataplane heard of (kube-ipvs0's notifications).
+func (c *Controller) repairDrift(dw dataplane.DriftWatcher) {
+	start := time.Now()
+	res := dw.RepairDrift(c.live())
+	c.noteResult(res)
+	c.retry(res)
+	if res.Writes.Addresses > 0 || res.Failed() > 0 {
+		c.log.Info("drift of the dummy interface repaired", "addr_writes", res.Writes.Addresses,
+			"errors", res.Failed(), "took", time.Since(start).Round(time.Microsecond))
+	}
+	if res.Err != nil {
+		c.sched.askFull() // the link could not be made right: a repair, with its backoff
+	}
+}

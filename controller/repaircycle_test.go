@@ -1,0 +1,157 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// steppedDP is fakeDP with a repair in steps that each wait for the test (gate), so that
+// the test decides when a change arrives relative to the steps. Its events say, in order,
+// what the loop did: "step" for a repair step, the keys of an Apply that changed a virtual
+// server.
+type steppedDP struct {
+	*fakeDP
+	gate   chan struct{}
+	events chan string
+	keys   []model.VSKey
+	wrote  map[model.VSKey]int // the repair's writes per key
+}
+
+var _ dataplane.SteppedRepairer = (*steppedDP)(nil)
+
+func (s *steppedDP) Apply(ch dataplane.Change) dataplane.Result {
+	res := s.fakeDP.Apply(ch)
+	if res.Writes.IPVS > 0 {
+		var ks []string
+		for k := range ch.VSes {
+			ks = append(ks, k.String())
+		}
+		sort.Strings(ks)
+		s.events <- fmt.Sprint("apply ", ks)
+	}
+	return res
+}
+
+func (s *steppedDP) BeginRepair(l dataplane.Live) dataplane.Result {
+	s.keys = nil
+	for k := range l.VSKeys {
+		s.keys = append(s.keys, k)
+	}
+	sort.Slice(s.keys, func(i, j int) bool { return model.VSKeyLess(s.keys[i], s.keys[j]) })
+	s.events <- "begin"
+	return dataplane.Result{}
+}
+
+// RepairStep compares budget virtual servers with the desired state as it is now and writes
+// what differs.
+func (s *steppedDP) RepairStep(l dataplane.Live, budget int) (dataplane.Result, bool) {
+	<-s.gate
+	var res dataplane.Result
+	n := min(budget, len(s.keys))
+	for _, k := range s.keys[:n] {
+		if want := l.VS(k); want != nil && (s.vs[k] == nil || !s.vs[k].Equal(want)) {
+			s.vs[k] = want
+			s.wrote[k]++
+			res.Writes.IPVS++
+		}
+	}
+	s.keys = s.keys[n:]
+	s.events <- "step"
+	return res, len(s.keys) == 0
+}
+
+func next(t *testing.T, events <-chan string) string {
+	t.Helper()
+	select {
+	case e := <-events:
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loop did nothing for 10 s")
+		return ""
+	}
+}
+
+// A change that arrives while a repair cycle is under way is applied after the step in
+// progress, before the next one: it waits for one step, not for the repair (the loop's
+// order is asserted, not its timing). The repair's later steps find it right and write
+// nothing for it.
+func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
+	client := fake.NewClientset()
+	for i := range 6 {
+		name := fmt.Sprintf("s%d", i)
+		ip := fmt.Sprintf("10.96.1.%d", i+1)
+		_ = client.Tracker().Add(service(name, ip, nil))
+		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
+	}
+	dp := &steppedDP{fakeDP: newFakeDP(), gate: make(chan struct{}), events: make(chan string, 100), wrote: map[model.VSKey]int{}}
+	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
+	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: 20 * time.Millisecond, RepairStep: 1}
+	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, client: client, c: c}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			close(dp.gate) // let the steps of a cycle that began meanwhile run out
+			<-done
+		}
+	}
+	defer stop()
+
+	// The first repair is whole (no events); the period's next one runs in steps.
+	for e := next(t, dp.events); e != "begin"; e = next(t, dp.events) {
+		t.Logf("before the cycle: %s", e)
+	}
+	dp.gate <- struct{}{}
+	if e := next(t, dp.events); e != "step" {
+		t.Fatalf("event %q, want the first step", e)
+	}
+	// The loop is now in the second step, waiting for the gate. A change arrives.
+	changed := vsKey("10.96.1.4", 80)
+	sl := slice("s3", "s3-1", "10.244.1.4", "10.244.9.9")
+	if _, err := client.DiscoveryV1().EndpointSlices("ns").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitDirty("s3")
+	dp.gate <- struct{}{} // the second step ends
+	if e := next(t, dp.events); e != "step" {
+		t.Fatalf("event %q, want the second step", e)
+	}
+	if e, want := next(t, dp.events), fmt.Sprint("apply ", []string{changed.String()}); e != want {
+		t.Fatalf("after the step in progress the loop did %q; want the change applied: %q", e, want)
+	}
+	for steps := 3; steps <= 6; steps++ { // one virtual server a step
+		dp.gate <- struct{}{}
+		if e := next(t, dp.events); e != "step" {
+			t.Fatalf("event %q, want step %d", e, steps)
+		}
+	}
+	h.waitStats(func(s Stats) bool { return s.Full && s.TotalSyncs >= 2 }) // the cycle ended
+	stop()
+	if dp.wrote[changed] != 0 {
+		t.Errorf("the repair wrote %s %d times after the change", changed, dp.wrote[changed])
+	}
+	if got := dp.vs[changed]; got == nil || len(got.Reals) != 2 {
+		t.Errorf("after the cycle %s is %v; the change (2 real servers) must stay", changed, got)
+	}
+}

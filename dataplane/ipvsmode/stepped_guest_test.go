@@ -1,0 +1,113 @@
+//go:build guest
+
+package ipvsmode
+
+import (
+	"net/netip"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/ipvs"
+	"github.com/kube-ipvs/kube-ipvs/model"
+	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
+)
+
+// A change made while the repair of 2,000 Services x 10 endpoints is under way, on the real
+// kernel: it is written at once (between two steps) rather than after the repair, the
+// repair's later steps leave it as it is, and a repair of a matching kernel writes nothing.
+// The figures (the whole repair a change used to wait for, the longest step, the change's
+// own time) are logged.
+func TestGuestChangeDuringASteppedRepair(t *testing.T) {
+	guestutil.RequireGuest(t)
+	const n, budget, link = 2000, 50, "kt-steps"
+	dp, err := New(Config{Firewall: firewall.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+		NodePortMin: 30000, NodePortMax: 32767}, link, 0, "", nil, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("ipvsadm", "-C").Run()
+		if l, err := netlink.LinkByName(link); err == nil {
+			_ = netlink.LinkDel(l)
+		}
+	})
+	s := dataplane.Snapshot{Services: map[model.ServiceName]*model.ServiceState{}, VSes: map[model.VSKey]*model.VirtualServer{}, Binds: map[netip.Addr]bool{}}
+	var keys []model.VSKey
+	for i := range n {
+		k := model.VSKey{Addr: netip.AddrFrom4([4]byte{10, 120, byte(i >> 8), byte(i)}), Proto: model.TCP, Port: 80}
+		vs := &model.VirtualServer{Key: k, Kind: model.KindClusterIP, Spec: model.VSSpec{Scheduler: "rr"}, Reals: map[model.RSKey]uint32{}}
+		for j := range 10 {
+			vs.Reals[model.RSKey{Addr: netip.AddrFrom4([4]byte{10, 244, byte(i >> 4), byte(16*(i&15) + j + 1)}), Port: 8080}] = 1
+		}
+		s.VSes[k], s.Binds[k.Addr] = vs, true
+		keys = append(keys, k)
+	}
+	t0 := time.Now()
+	if res := dp.Repair(s); res.Failed() != 0 {
+		t.Fatalf("cold start: %+v", res.Err)
+	}
+	t.Logf("cold start of %d virtual servers x 10 real servers: %s", n, time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	if res := dp.Repair(s); res.Failed() != 0 || res.Writes != (dataplane.Writes{}) {
+		t.Fatalf("whole repair of a matching kernel: writes %+v, err %v", res.Writes, res.Err)
+	}
+	whole := time.Since(t0)
+
+	live := liveOf(&s)
+	t0 = time.Now()
+	if res := dp.BeginRepair(live); res.Failed() != 0 {
+		t.Fatalf("begin: %v", res.Err)
+	}
+	begin := time.Since(t0)
+	// The change: the last virtual server the repair will check gets an eleventh endpoint.
+	changed := keys[n-1]
+	next := &model.VirtualServer{Key: changed, Kind: model.KindClusterIP, Spec: s.VSes[changed].Spec, Reals: map[model.RSKey]uint32{}}
+	for rs, w := range s.VSes[changed].Reals {
+		next.Reals[rs] = w
+	}
+	extra := model.RSKey{Addr: netip.MustParseAddr("10.244.250.1"), Port: 8080}
+	next.Reals[extra] = 1
+
+	var longest, change time.Duration
+	steps, repairWrites := 0, 0
+	for done := false; !done; {
+		if steps == 10 {
+			s.VSes[changed] = next
+			t1 := time.Now()
+			if res := dp.Apply(dataplane.Change{VSes: map[model.VSKey]*model.VirtualServer{changed: next}}); res.Failed() != 0 || res.Writes.IPVS != 1 {
+				t.Fatalf("the change: %+v", res)
+			}
+			change = time.Since(t1)
+		}
+		t1 := time.Now()
+		var res dataplane.Result
+		res, done = dp.RepairStep(live, budget)
+		longest = max(longest, time.Since(t1))
+		steps++
+		repairWrites += res.Writes.IPVS + res.Writes.Addresses + res.Writes.SetEntries + res.Writes.Restores
+		if res.Failed() != 0 {
+			t.Fatalf("step %d: %+v", steps, res)
+		}
+	}
+	if steps != n/budget {
+		t.Errorf("%d steps for %d virtual servers at %d a step", steps, n, budget)
+	}
+	if repairWrites != 0 {
+		t.Errorf("the stepped repair of a matching kernel (and of the change) wrote %d times", repairWrites)
+	}
+	k, err := ipvs.NewKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := k.GetVirtualServer(changed)
+	if err != nil || got.Reals[extra] != 1 || len(got.Reals) != 11 {
+		t.Fatalf("after the repair the changed virtual server is %v (%v); want the change's 11 real servers", got, err)
+	}
+	t.Logf("whole repair (what a change waited for): %s; stepped: begin %s, %d steps of %d, longest %s; the change itself %s",
+		whole.Round(time.Millisecond), begin.Round(time.Millisecond), steps, budget, longest.Round(time.Microsecond), change.Round(time.Microsecond))
+}

@@ -1,0 +1,183 @@
+package ipvsmode
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
+	"github.com/kube-ipvs/kube-ipvs/ipvs"
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// fakeWatcher is a VIPWatcher the test tells what drift was heard.
+type fakeWatcher struct {
+	epoch uint64
+	drift dummyif.Drift
+}
+
+func (w *fakeWatcher) Run(ctx context.Context, drifted func()) { <-ctx.Done() }
+func (w *fakeWatcher) Epoch() uint64                           { return w.epoch }
+func (w *fakeWatcher) Take() dummyif.Drift {
+	d := w.drift
+	w.drift = dummyif.Drift{}
+	return d
+}
+
+// liveOf is the Live view of a snapshot the test keeps changing.
+func liveOf(s *dataplane.Snapshot) dataplane.Live {
+	return dataplane.Live{
+		Services: s.Services,
+		VS:       func(k model.VSKey) *model.VirtualServer { return s.VSes[k] },
+		VSKeys: func(yield func(model.VSKey) bool) {
+			for k := range s.VSes {
+				if !yield(k) {
+					return
+				}
+			}
+		},
+		Bound: func(a netip.Addr) bool { return s.Binds[a] },
+		Binds: func() map[netip.Addr]bool { return s.Binds },
+	}
+}
+
+func watchedDataplane(k ipvs.Kernel, nl dummyif.Netlink, w *fakeWatcher) *Dataplane {
+	dp := hookedDataplane(k, nl)
+	dp.p.Watcher = w
+	return dp
+}
+
+func hasOp(ops []string, prefix string) bool {
+	return slices.ContainsFunc(ops, func(op string) bool { return strings.HasPrefix(op, prefix) })
+}
+
+// A change applied while a stepped repair is under way is in the kernel at once, not after
+// the repair; the repair still fixes the drift it was begun for, reads kube-ipvs0's
+// addresses not at all while the watcher is live, and leaves the change alone.
+func TestSteppedRepairLetsChangesThroughAndKeepsThem(t *testing.T) {
+	ipvsK, nl := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink()
+	w := &fakeWatcher{epoch: 1}
+	dp := watchedDataplane(ipvsK, nl, w)
+	s := snapshotOf("10.96.0.1", "10.96.0.2", "10.96.0.3", "10.96.0.4", "10.96.0.5", "10.96.0.6")
+	if res := dp.Repair(s); res.Err != nil || res.Failed() != 0 {
+		t.Fatalf("first repair: %+v", res)
+	}
+	lost := tcpKey("10.96.0.5", 80)
+	ipvsK.Drop(lost) // drift the repair must find
+	nl.TakeOps()
+	ipvsK.TakeOps()
+
+	live := liveOf(&s)
+	if res := dp.BeginRepair(live); res.Err != nil {
+		t.Fatalf("begin: %+v", res)
+	}
+	if ops := nl.TakeOps(); hasOp(ops, "addr-list") {
+		t.Fatalf("the repair listed kube-ipvs0's addresses though the watcher is live: %q", ops)
+	}
+	res, done := dp.RepairStep(live, 2)
+	if done || res.Failed() != 0 {
+		t.Fatalf("first step: done %v, %+v", done, res)
+	}
+
+	// A change between two steps: a new Service, and one of the listed ones deleted.
+	added, removed := tcpKey("10.96.0.7", 80), tcpKey("10.96.0.6", 80)
+	s.VSes[added] = &model.VirtualServer{Key: added, Spec: model.VSSpec{Scheduler: "rr"}}
+	s.Binds[added.Addr] = true
+	delete(s.VSes, removed)
+	delete(s.Binds, removed.Addr)
+	ch := dataplane.Change{VSes: map[model.VSKey]*model.VirtualServer{added: s.VSes[added], removed: nil},
+		Bind: []netip.Addr{added.Addr}, Unbind: []netip.Addr{removed.Addr}}
+	if res := dp.Apply(ch); res.Failed() != 0 || res.Writes.IPVS != 2 {
+		t.Fatalf("the change: %+v", res)
+	}
+	if _, err := ipvsK.GetVirtualServer(added); err != nil {
+		t.Fatal("the change waits for the repair")
+	}
+	ipvsK.TakeOps()
+
+	steps := 1
+	for !done {
+		res, done = dp.RepairStep(live, 2)
+		steps++
+		if res.Failed() != 0 {
+			t.Fatalf("step %d: %+v", steps, res)
+		}
+	}
+	if steps != 3 { // the 6 virtual servers known when it began, two per step
+		t.Errorf("%d steps, want 3", steps)
+	}
+	ops := ipvsK.TakeOps()
+	var writes []string
+	for _, op := range ops {
+		if !strings.HasPrefix(op, "get") && !strings.HasPrefix(op, "list") {
+			writes = append(writes, op)
+		}
+	}
+	if len(writes) != 1 || !strings.Contains(writes[0], "10.96.0.5") {
+		t.Errorf("the repair wrote %q after the change, want only the lost virtual server back", writes)
+	}
+	for _, k := range []model.VSKey{added, lost} {
+		if _, err := ipvsK.GetVirtualServer(k); err != nil {
+			t.Errorf("%s missing after the repair", k)
+		}
+	}
+	if _, err := ipvsK.GetVirtualServer(removed); err == nil {
+		t.Errorf("the repair brought back %s, deleted by a change while it ran", removed)
+	}
+}
+
+// Without a live subscription the repair cannot trust its cache of kube-ipvs0: it lists the
+// link, as the first repair does, and finds an address removed behind its back.
+func TestSteppedRepairListsAddressesWithoutALiveWatcher(t *testing.T) {
+	ipvsK, nl := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink()
+	w := &fakeWatcher{epoch: 1}
+	dp := watchedDataplane(ipvsK, nl, w)
+	s := snapshotOf("10.96.0.1")
+	if res := dp.Repair(s); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	w.epoch = 0 // the subscription failed
+	nl.DropAddr("kube-ipvs0", netip.MustParsePrefix("10.96.0.1/32"))
+	nl.TakeOps()
+	if res := dp.BeginRepair(liveOf(&s)); res.Err != nil || res.Writes.Addresses != 1 {
+		t.Fatalf("begin: %+v, want the address bound again", res)
+	}
+	if ops := nl.TakeOps(); !hasOp(ops, "addr-list") {
+		t.Errorf("no listing without a live watcher: %q", ops)
+	}
+}
+
+// Drift heard from the watcher: a removed address that is wanted is bound again, one that is
+// not (the proxy's own unbind, heard late) is left; a lost link is made again with every
+// address.
+func TestRepairDriftRestoresWhatTheWatcherHeard(t *testing.T) {
+	ipvsK, nl := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink()
+	w := &fakeWatcher{epoch: 1}
+	dp := watchedDataplane(ipvsK, nl, w)
+	s := snapshotOf("10.96.0.1", "10.96.0.2")
+	if res := dp.Repair(s); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	a, gone := netip.MustParseAddr("10.96.0.1"), netip.MustParseAddr("10.96.0.99")
+	nl.DropAddr("kube-ipvs0", netip.PrefixFrom(a, 32))
+	nl.TakeOps()
+	w.drift = dummyif.Drift{Removed: []netip.Addr{a, gone}}
+	if res := dp.RepairDrift(liveOf(&s)); res.Failed() != 0 || res.Writes.Addresses != 1 {
+		t.Fatalf("drift repair: %+v, want one address written", res)
+	}
+	if ops := nl.TakeOps(); len(ops) != 1 || !strings.HasPrefix(ops[0], "addr-add") {
+		t.Errorf("drift repair calls %q, want one addr-add and no listing", ops)
+	}
+
+	nl.DeleteLink("kube-ipvs0")
+	w.drift = dummyif.Drift{Lost: true}
+	if res := dp.RepairDrift(liveOf(&s)); res.Failed() != 0 {
+		t.Fatalf("lost link repair: %+v", res)
+	}
+	if got := nl.Addrs("kube-ipvs0"); !slices.Equal(got, []string{"10.96.0.1/32", "10.96.0.2/32"}) {
+		t.Errorf("after the link was lost it holds %v", got)
+	}
+}

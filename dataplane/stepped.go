@@ -1,0 +1,49 @@
+package dataplane
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// Live is the controller's desired state as it is at the moment the dataplane reads it. A
+// stepped repair reads it at every step, so that it judges the kernel against the changes
+// applied since it began, not against a copy taken at its start. Only the sync goroutine
+// reads it, and only during a call.
+type Live struct {
+	// Services are the resolved desired states (read-only).
+	Services map[model.ServiceName]*model.ServiceState
+	// VS is the desired virtual server of a key (nil: none); VSKeys yields every key.
+	VS     func(model.VSKey) *model.VirtualServer
+	VSKeys func(yield func(model.VSKey) bool)
+	// Bound says whether an address is to be bound on the node; Binds copies them all (for
+	// the rare repair that must list the link's addresses again).
+	Bound func(netip.Addr) bool
+	Binds func() map[netip.Addr]bool
+	// NodeIPs and ServiceCIDRs are as in Snapshot.
+	NodeIPs      []netip.Addr
+	ServiceCIDRs []netip.Prefix
+}
+
+// SteppedRepairer is a Dataplane whose repair can be cut into bounded steps: the controller
+// applies changes between them, so that no change waits for a whole repair. The steps of
+// one repair are BeginRepair, then RepairStep until it says done; a change applied between
+// two steps is never reverted by a later one.
+type SteppedRepairer interface {
+	// BeginRepair starts a repair: the work that is not cut into steps, and the listing the
+	// steps work through.
+	BeginRepair(Live) Result
+	// RepairStep checks and repairs up to budget more virtual servers against live.
+	RepairStep(live Live, budget int) (res Result, done bool)
+}
+
+// DriftWatcher is a Dataplane that hears of some of the kernel's drift as it happens
+// (netlink notifications about kube-ipvs0, say), instead of finding it in the next repair.
+type DriftWatcher interface {
+	// WatchDrift runs until ctx ends, calling drifted (from its own goroutine) whenever
+	// drift waits for RepairDrift.
+	WatchDrift(ctx context.Context, drifted func())
+	// RepairDrift repairs the drift heard so far, against live; the sync goroutine calls it.
+	RepairDrift(Live) Result
+}

@@ -1,0 +1,157 @@
+package ipvs
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// keysOf yields the keys of a desired map, as BeginCheck takes them.
+func keysOf(m map[model.VSKey]*model.VirtualServer) func(func(model.VSKey) bool) {
+	return func(yield func(model.VSKey) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func lookup(m map[model.VSKey]*model.VirtualServer) func(model.VSKey) *model.VirtualServer {
+	return func(k model.VSKey) *model.VirtualServer { return m[k] }
+}
+
+func ownAll(model.VSKey) bool { return true }
+
+// writesIn counts the write calls among a fake kernel's logged lines.
+func writesIn(ops []string) []string {
+	var out []string
+	for _, op := range ops {
+		if !strings.HasPrefix(op, "list") && !strings.HasPrefix(op, "get") {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// expectKernel fails the test unless the fake kernel holds exactly desired.
+func expectKernel(t *testing.T, f *FakeKernel, desired map[model.VSKey]*model.VirtualServer) {
+	t.Helper()
+	expectDump(t, f, slices.Collect(maps.Values(desired))...)
+}
+
+func TestCheckRepairsOnlyDriftInBoundedSteps(t *testing.T) {
+	f := NewFakeKernel()
+	r := NewReconciler(f)
+	desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kB, "rr", "10.0.0.2:53", 1), vs(kC, "rr", "10.0.0.3:443", 1))
+	r.Apply(maps.Clone(desired))
+	// Drift behind the reconciler's back: a real server of kA lost, kB deleted, kD added.
+	f.Put(vs(kA, "rr"))
+	f.Drop(kB)
+	f.Put(vs(kD, "rr", "10.0.0.4:80", 1))
+	f.TakeOps()
+
+	c, err := r.BeginCheck(keysOf(desired))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectOps(t, f, "list-services")
+	steps := 0
+	for done := false; !done; steps++ {
+		var res Result
+		res, done = c.Step(1, lookup(desired), ownAll)
+		if len(res.Errors) > 0 {
+			t.Fatalf("step %d: %v", steps, res.Errors)
+		}
+		reads := 0
+		for _, op := range f.TakeOps() {
+			if strings.HasPrefix(op, "get") {
+				reads++
+			}
+		}
+		if reads > 2 {
+			t.Fatalf("step %d read %d times with a budget of one virtual server", steps, reads)
+		}
+	}
+	if steps != 4 {
+		t.Fatalf("%d steps for 4 virtual servers with a budget of 1, want 4", steps)
+	}
+	expectKernel(t, f, desired)
+
+	// A second check of a kernel that matches writes nothing.
+	c, err = r.BeginCheck(keysOf(desired))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for done := false; !done; {
+		_, done = c.Step(2, lookup(desired), ownAll)
+	}
+	if w := writesIn(f.TakeOps()); len(w) > 0 {
+		t.Fatalf("a check of a matching kernel wrote %q", w)
+	}
+}
+
+// TestCheckNeverRevertsAChangeMadeAfterItsListing forces the race a stepped repair has: the
+// check lists the table, then changes are applied (as the sync loop does between steps),
+// then the check reaches those virtual servers. Each change must survive, and the check
+// must write nothing for them: judged by its old listing it would re-create a virtual
+// server that now exists, put a spec back, or delete again one that is gone.
+func TestCheckNeverRevertsAChangeMadeAfterItsListing(t *testing.T) {
+	f := NewFakeKernel()
+	r := NewReconciler(f)
+	desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kD, "rr", "10.0.0.4:80", 1))
+	r.Apply(maps.Clone(desired))
+	f.TakeOps()
+
+	c, err := r.BeginCheck(keysOf(desired))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The changes that land between the listing and the check's steps.
+	late := changes(withSpec(desired[kA], model.VSSpec{Scheduler: "wrr"}), vs(kC, "rr", "10.0.0.3:443", 1))
+	late[kD] = nil
+	if res := r.Apply(maps.Clone(late)); res.Writes != 4 || len(res.Errors) > 0 {
+		t.Fatalf("the change: %d writes, errors %v; want 4, none", res.Writes, res.Errors)
+	}
+	desired[kA], desired[kC] = late[kA], late[kC]
+	delete(desired, kD)
+	f.TakeOps()
+
+	for done := false; !done; {
+		var res Result
+		res, done = c.Step(10, lookup(desired), ownAll)
+		if res.Writes != 0 || len(res.Errors) > 0 {
+			t.Fatalf("the check wrote %d times (errors %v) for virtual servers changed after its listing", res.Writes, res.Errors)
+		}
+	}
+	if w := writesIn(f.TakeOps()); len(w) > 0 {
+		t.Fatalf("the check wrote %q", w)
+	}
+	expectKernel(t, f, desired)
+}
+
+// A change between the listing and the step that makes a virtual server right is seen as
+// such; drift on another one listed at the same time is still repaired.
+func TestCheckRepairsDriftBesideAChange(t *testing.T) {
+	f := NewFakeKernel()
+	r := NewReconciler(f)
+	desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kB, "rr", "10.0.0.2:53", 1))
+	r.Apply(maps.Clone(desired))
+	f.Put(vs(kB, "rr")) // drift: kB lost its real server
+	c, err := r.BeginCheck(keysOf(desired))
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired[kA] = vs(kA, "rr", "10.0.0.1:80", 1, "10.0.0.9:80", 1)
+	r.Apply(changes(desired[kA]))
+	f.TakeOps()
+	for done := false; !done; {
+		_, done = c.Step(1, lookup(desired), ownAll)
+	}
+	if w := writesIn(f.TakeOps()); len(w) != 1 || !strings.HasPrefix(w[0], "new-dest") || !strings.Contains(w[0], "10.0.0.2:53") {
+		t.Fatalf("check wrote %q, want only kB's lost real server back", w)
+	}
+}
