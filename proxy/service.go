@@ -219,6 +219,7 @@ func (pb *portBuilder) realsFor(is6, local bool) map[model.RSKey]uint32 {
 			pb.epsDone[f] = true
 		}
 		pb.reals[f][p] = selectReals(pb.eps[f], local, pb.cfg)
+		pb.st.Endpoints = appendChoices(pb.st.Endpoints, pb.eps[f], pb.reals[f][p], pb.sp.Name, local, pb.cfg)
 		pb.realDone[f][p] = true
 	}
 	return pb.reals[f][p]
