@@ -18,11 +18,11 @@ type endpoint struct {
 	ready       bool
 	serving     bool
 	terminating bool
-	local       bool // on this node: only these serve a Local traffic policy
-	zoneHinted  bool // has hints.forZones
-	forMyZone   bool // hints.forZones names cfg.NodeZone
-	nodeHinted  bool // has hints.forNodes
-	forMyNode   bool // hints.forNodes names cfg.NodeName
+	local       bool   // on this node: only these serve a Local traffic policy
+	zoneHinted  bool   // has hints.forZones
+	forMyZone   bool   // hints.forZones names cfg.NodeZone
+	nodeHinted  bool   // has hints.forNodes
+	forMyNode   bool   // hints.forNodes names cfg.NodeName
 	pod, node   string // targetRef Pod name and nodeName, for explain ("" if unset)
 }
 

@@ -48,3 +48,15 @@ func whyLeftOut(e *endpoint, local, haveReady bool, cfg *Config) string {
 	}
 	return model.WhyNotReady
 }
+
+// FlagNames names the scheduler flags of a spec as the annotation does (sh-fallback,
+// mh-port, ...), for list and explain; flags that scheduler has no name for are left out.
+func FlagNames(sched string, flags uint32) []string {
+	var out []string
+	for _, f := range schedulerFlags {
+		if f.scheduler == sched && flags&f.bit != 0 {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}

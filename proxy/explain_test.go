@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
