@@ -35,7 +35,8 @@ func WriteText(w io.Writer, rows []Row, o TextOptions) error {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Prot %-*s %-9s %-12s %s\n", aw, "LocalAddress:Port", "Scheduler", "Flags", strings.Join(vsHeads(o), " "))
+	head := fmt.Sprintf("Prot %-*s %-9s %-12s %s", aw, "LocalAddress:Port", "Scheduler", "Flags", strings.Join(vsHeads(o), " "))
+	b.WriteString(strings.TrimRight(head, " ") + "\n")
 	fmt.Fprintf(&b, "  -> %-*s %s\n", aw, "RemoteAddress:Port", strings.Join(realHeads(o), " "))
 	for i := range rows {
 		writeRow(&b, &rows[i], aw, o)
