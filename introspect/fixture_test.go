@@ -53,7 +53,9 @@ func key(s string, port uint16) model.VSKey {
 	return model.VSKey{Addr: netip.MustParseAddr(s), Proto: model.TCP, Port: port}
 }
 
-func rs(s string, port uint16) model.RSKey { return model.RSKey{Addr: netip.MustParseAddr(s), Port: port} }
+func rs(s string, port uint16) model.RSKey {
+	return model.RSKey{Addr: netip.MustParseAddr(s), Port: port}
+}
 
 func fixtureDoc(t *testing.T) Document {
 	return Build(Input{Node: "node-a", Mode: "ipvs", Services: fixtureStates(t), Now: fixtureNow,
