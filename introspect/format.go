@@ -63,11 +63,10 @@ func realHeads(o TextOptions) []string {
 	} else {
 		h = append(h, fmt.Sprintf("%-7s %-6s %-10s %-9s", "Forward", "Weight", "ActiveConn", "InActConn"))
 	}
-	h = append(h, "Endpoint")
 	if o.Wide {
-		h = append(h, "Node")
+		return append(h, fmt.Sprintf("%-20s %s", "Endpoint", "Node"))
 	}
-	return h
+	return append(h, "Endpoint")
 }
 
 func counterHeadsOf(o TextOptions) []string {
