@@ -27,19 +27,22 @@ var (
 // WriteText prints rows as `ipvsadm -Ln` does, with each virtual server's Service, port
 // name and kind and each real server's pod, and a last column marking drift.
 func WriteText(w io.Writer, rows []Row, o TextOptions) error {
-	aw := len("LocalAddress:Port")
-	for _, r := range rows {
+	aw, fw := len("LocalAddress:Port"), len("Flags")
+	for i := range rows {
+		r := &rows[i]
+		_, flags := rowSpec(r)
+		fw = max(fw, len(flags))
 		aw = max(aw, len(addrPort(r.Key.Addr, r.Key.Port)))
 		for _, rr := range r.Reals {
 			aw = max(aw, len(rr.RS.String())+3)
 		}
 	}
 	var b strings.Builder
-	head := fmt.Sprintf("Prot %-*s %-9s %-12s %s", aw, "LocalAddress:Port", "Scheduler", "Flags", strings.Join(vsHeads(o), " "))
+	head := fmt.Sprintf("Prot %-*s %-9s %-*s %s", aw, "LocalAddress:Port", "Scheduler", fw, "Flags", strings.Join(vsHeads(o), " "))
 	b.WriteString(strings.TrimRight(head, " ") + "\n")
 	fmt.Fprintf(&b, "  -> %-*s %s\n", aw, "RemoteAddress:Port", strings.Join(realHeads(o), " "))
 	for i := range rows {
-		writeRow(&b, &rows[i], aw, o)
+		writeRow(&b, &rows[i], aw, fw, o)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -99,7 +102,7 @@ func counterValues(c ipvs.Counters, o TextOptions) string {
 	return strings.Join(parts, " ")
 }
 
-func writeRow(b *strings.Builder, r *Row, aw int, o TextOptions) {
+func writeRow(b *strings.Builder, r *Row, aw, fw int, o TextOptions) {
 	sched, flags := rowSpec(r)
 	cols := []string{fmt.Sprintf("%-30s %-12s", rowService(r), rowKind(r))}
 	if o.Wide {
@@ -112,7 +115,7 @@ func writeRow(b *strings.Builder, r *Row, aw int, o TextOptions) {
 		}
 		cols = append(cols, counterValues(c, o))
 	}
-	line := fmt.Sprintf("%-4s %-*s %-9s %-12s %s", r.Key.Proto, aw, addrPort(r.Key.Addr, r.Key.Port), sched, flags, strings.Join(cols, " "))
+	line := fmt.Sprintf("%-4s %-*s %-9s %-*s %s", r.Key.Proto, aw, addrPort(r.Key.Addr, r.Key.Port), sched, fw, flags, strings.Join(cols, " "))
 	b.WriteString(strings.TrimRight(withDrift(line, r.Drift), " ") + "\n")
 	for i := range r.Reals {
 		writeReal(b, &r.Reals[i], aw, o)
