@@ -93,11 +93,14 @@ func TestListAndExplain(t *testing.T) {
 	cli := client(t, "lsc", "10.244.9.21")
 	web := serviceYAML(svcOpts{name: "web", typ: "NodePort", clusterIP: "10.96.121.1", port: 80, targetPort: 8080, nodePort: 30121})
 	api := serviceYAML(svcOpts{name: "api", clusterIP: "10.96.121.2", port: 80, targetPort: 8080, annotations: map[string]string{"kube-ipvs.io/scheduler": "fastest"}})
-	writeManifests(t, dir, "svc.yaml", web, podSliceYAML("web", map[string]ep{"ls1": {ip: "10.244.21.11"}, "ls2": {ip: "10.244.21.12"}, "ls3": {ip: "10.244.21.13", notReady: true}}),
-		api, podSliceYAML("api", map[string]ep{"ls1": {ip: "10.244.21.11"}}))
+	webEps := map[string]ep{"ls1": {ip: "10.244.21.11"}, "ls2": {ip: "10.244.21.12"}, "ls3": {ip: "10.244.21.13", notReady: true}}
+	write := func() {
+		writeManifests(t, dir, "svc.yaml", web, podSliceYAML("web", webEps), api, podSliceYAML("api", map[string]ep{"ls1": {ip: "10.244.21.11"}}))
+	}
+	write()
 	sock := filepath.Join(t.TempDir(), "state.sock")
 	// A long sync period: the drift made below must stay until list has seen it.
-	startProxy(t, dir, "--state-socket", sock, "--sync-period", "10m")
+	p := startProxy(t, dir, "--state-socket", sock, "--sync-period", "10m", "--graceful-termination-timeout", "5m")
 	eventually(t, firstSync, "both Services programmed", func() bool {
 		return realServers(vsBlock(t, "TCP", "10.96.121.1:80")) == 2 && realServers(vsBlock(t, "TCP", "10.96.121.2:80")) == 1
 	})
@@ -107,6 +110,34 @@ func TestListAndExplain(t *testing.T) {
 	t.Run("explain", func(t *testing.T) { explainService(t, sock) })
 	t.Run("drift", func(t *testing.T) { listMarksDrift(t, sock) })
 	t.Run("broken state socket", func(t *testing.T) { listWithoutState(t) })
+	t.Run("draining", func(t *testing.T) {
+		listShowsDraining(t, sock, cli, func(pod string) { delete(webEps, pod); write(); p.reload() })
+	})
+}
+
+// listShowsDraining removes the endpoint a held connection reached: list and explain show
+// its real server draining at weight 0 with the time left.
+func listShowsDraining(t *testing.T, sock string, cli *guestutil.Pod, remove func(pod string)) {
+	conn, err := cli.DialTCP(netip.MustParseAddrPort("10.96.121.1:80"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	held := map[string]string{"ls1": "10.244.21.11:8080", "ls2": "10.244.21.12:8080"}[conn.First]
+	remove(conn.First)
+	var r *introspect.ListedReal
+	eventually(t, 10*time.Second, "the removed endpoint to drain", func() bool {
+		r = listedReal(listedVS(listJSON(t, sock), "10.96.121.1:80"), held)
+		return r != nil && r.Draining
+	})
+	if r.Weight != 0 || r.DrainSecondsLeft <= 0 || r.DrainSecondsLeft > 300 || r.ActiveConns != 1 || r.Drift != "" {
+		t.Errorf("draining real server: %+v, want weight 0, 0 < time left <= 300 s, the held connection, no drift", *r)
+	}
+	_, out, _ := runTool(t, "list", "--state-socket", sock, "--vip", "10.96.121.1")
+	if !strings.Contains(out, "draining, ") {
+		t.Errorf("text output does not show the drain:\n%s", out)
+	}
+	t.Logf("kube-ipvs list while draining:\n%s", out)
 }
 
 func listNamesAndConnections(t *testing.T, sock string, cli *guestutil.Pod) {
