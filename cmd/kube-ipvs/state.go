@@ -18,15 +18,17 @@ type drainReporter interface {
 	DrainDeadlines() map[model.VSKey]map[model.RSKey]time.Time
 }
 
-// serveState serves the desired state on --state-socket for `list` and `explain`. A
-// socket that cannot be opened is an error: an operator who configured it expects it.
-func serveState(ctx context.Context, o runOptions, node, mode string, nodePortCIDRs []netip.Prefix, ctl *controller.Controller, dp dataplane.Dataplane, log *slog.Logger) error {
+// serveState serves the desired state on --state-socket for `list` and `explain`. As with
+// the HTTP servers, a socket that cannot be opened is logged loudly and the proxy keeps
+// programming the kernel without it: list then says the socket is unreachable.
+func serveState(ctx context.Context, o runOptions, node, mode string, nodePortCIDRs []netip.Prefix, ctl *controller.Controller, dp dataplane.Dataplane, log *slog.Logger) {
 	if o.StateSocket == "" {
-		return nil
+		return
 	}
 	l, err := introspect.Listen(o.StateSocket)
 	if err != nil {
-		return err
+		log.Error("state socket not served: kube-ipvs list and explain will not find it", "err", err)
+		return
 	}
 	var fw *firewall.Config
 	if mode == modeIPVS {
@@ -48,7 +50,6 @@ func serveState(ctx context.Context, o runOptions, node, mode string, nodePortCI
 		}
 	}()
 	log.Info("serving", "server", "state", "socket", o.StateSocket)
-	return nil
 }
 
 // ownershipOf is the ownership rule's settings, as the document carries them.
