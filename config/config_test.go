@@ -45,6 +45,7 @@ ipvsUDPTimeout: 300s
 strictARP: true
 healthzBindAddress: "[::]:10256"
 metricsBindAddress: 0.0.0.0:10249
+stateSocket: /run/kipvs/s.sock
 logLevel: debug
 clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
 masqueradeAll: true
@@ -76,6 +77,7 @@ serviceCIDRs: [10.96.0.0/12, "fd00:96::/108"]
 		"strict-arp":                   "true",
 		"healthz-bind-address":         "[::]:10256",
 		"metrics-bind-address":         "0.0.0.0:10249",
+		"state-socket":                 "/run/kipvs/s.sock",
 		"log-level":                    "debug",
 		"cluster-cidr":                 "10.244.0.0/16,fd00:10:244::/56",
 		"masquerade-all":               "true",

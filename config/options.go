@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
+	"github.com/kube-ipvs/kube-ipvs/introspect"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
@@ -49,6 +50,7 @@ type Options struct {
 	StrictARP       bool
 	HealthzAddress  string
 	MetricsAddress  string
+	StateSocket     string
 	ClusterCIDRs    []string
 	ExcludeCIDRs    []string
 	ServiceCIDRs    []string
@@ -84,6 +86,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", ModeAuto, "proxy mode: auto (IPVS when the preflight passes, else the iptables proxier, loudly), ipvs (refuse to run without IPVS) or iptables")
 	fs.StringVar(&o.HealthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", metrics.DefaultAddress, "address of the Prometheus /metrics server (empty: none)")
+	fs.StringVar(&o.StateSocket, "state-socket", introspect.DefaultSocket, "unix socket that serves the desired state to `kube-ipvs list` and `explain` on this node (never a TCP port; empty: none)")
 	fs.BoolVar(&o.Once, "once", false, "sync once, then exit 0 on success or 1 on failure")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 }

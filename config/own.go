@@ -39,6 +39,7 @@ var ownFields = []ownField{
 	{"strictARP", "strict-arp", parseBool},
 	{"healthzBindAddress", "healthz-bind-address", bindAddress(defaultPort(healthcheck.DefaultProxyHealthAddress))},
 	{"metricsBindAddress", "metrics-bind-address", bindAddress(defaultPort(metrics.DefaultAddress))},
+	{"stateSocket", "state-socket", parseString},
 	{"logLevel", "log-level", parseLogLevel},
 	{"clusterCIDR", FlagClusterCIDR, parseClusterCIDR},
 	{"masqueradeAll", FlagMasqueradeAll, parseBool},

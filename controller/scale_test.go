@@ -153,8 +153,8 @@ func TestInformerCacheDropsWhatTheProxyNeverReads(t *testing.T) {
 		t.Fatalf("cached Service lost what the proxy reads: %+v %v", got.Spec, got.Annotations)
 	}
 	cached := h.waitSlice("m-1")
-	if len(cached.OwnerReferences) != 0 || cached.Endpoints[0].TargetRef != nil {
-		t.Fatalf("cached EndpointSlice keeps owner references %v or targetRef %v", cached.OwnerReferences, cached.Endpoints[0].TargetRef)
+	if want := (corev1.ObjectReference{Kind: "Pod", Name: "m-abc"}); len(cached.OwnerReferences) != 0 || cached.Endpoints[0].TargetRef == nil || *cached.Endpoints[0].TargetRef != want {
+		t.Fatalf("cached EndpointSlice keeps owner references %v, or a targetRef %v other than the Pod's name", cached.OwnerReferences, cached.Endpoints[0].TargetRef)
 	}
 	if cached.Endpoints[0].Addresses[0] != "10.244.0.1" || cached.Endpoints[0].NodeName == nil || *cached.Endpoints[0].NodeName != "node-a" {
 		t.Fatalf("cached EndpointSlice lost what the proxy reads: %+v", cached.Endpoints[0])

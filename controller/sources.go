@@ -122,8 +122,8 @@ func (s *sources) serviceAndSlices(name model.ServiceName) (*corev1.Service, []*
 // trimCached is the informers' transform: it removes from cached objects what the
 // proxy never reads and what is large across tens of thousands of them: managedFields,
 // kubectl's last-applied-configuration annotation (a copy of the whole object), and in
-// EndpointSlices the owner references and each endpoint's targetRef (the Pod it is) and
-// deprecatedTopology.
+// EndpointSlices the owner references, each endpoint's deprecatedTopology, and of its
+// targetRef everything but a Pod's name (which `kube-ipvs list` and `explain` show).
 func trimCached(obj any) (any, error) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		trim(d.Obj)
@@ -146,10 +146,20 @@ func trim(obj any) {
 	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		s.OwnerReferences = nil
 		for i := range s.Endpoints {
-			s.Endpoints[i].TargetRef = nil
+			s.Endpoints[i].TargetRef = podRef(s.Endpoints[i].TargetRef)
 			s.Endpoints[i].DeprecatedTopology = nil
 		}
 	}
+}
+
+// podRef keeps of an endpoint's targetRef only what names its Pod: in place, so that
+// the rest of the reference (UID, resource version, ...) is freed without a new object.
+func podRef(ref *corev1.ObjectReference) *corev1.ObjectReference {
+	if ref == nil || ref.Kind != "Pod" {
+		return nil
+	}
+	*ref = corev1.ObjectReference{Kind: "Pod", Name: ref.Name}
+	return ref
 }
 
 func indexSliceByService(obj any) ([]string, error) {

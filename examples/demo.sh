@@ -38,8 +38,13 @@ echo
 echo "== dns (UDP 10.96.0.53:53, rr): 30 datagrams from client-3"
 inpod client-3 kipvs-echo ask --udp --count 30 --summary 10.96.0.53:53
 echo
-echo "== ipvsadm -Ln"
-ipvsadm -Ln
-echo
 echo "== addresses on kube-ipvs0"
 ip -br addr show dev kube-ipvs0
+echo
+echo "== kube-ipvs explain demo/web (why traffic goes where it goes)"
+kube-ipvs explain demo/web
+echo
+echo "== ipvsadm -Ln, and the same table with names: kube-ipvs list"
+ipvsadm -Ln
+echo
+kube-ipvs list

@@ -126,6 +126,9 @@ type ServiceState struct {
 	VSes    map[VSKey]*VirtualServer
 	Bind    map[netip.Addr]bool
 	Reasons []Problem // what was wrong with the Service's input, already worked around
+	// Endpoints says, per port, family and traffic policy in use, which endpoints became
+	// real servers and why each other one did not (for `kube-ipvs explain`).
+	Endpoints []EndpointChoice
 
 	// LoadBalancer: the Service is of type LoadBalancer (its health-check node port is
 	// opened in the firewall).

@@ -18,11 +18,12 @@ type endpoint struct {
 	ready       bool
 	serving     bool
 	terminating bool
-	local       bool // on this node: only these serve a Local traffic policy
-	zoneHinted  bool // has hints.forZones
-	forMyZone   bool // hints.forZones names cfg.NodeZone
-	nodeHinted  bool // has hints.forNodes
-	forMyNode   bool // hints.forNodes names cfg.NodeName
+	local       bool   // on this node: only these serve a Local traffic policy
+	zoneHinted  bool   // has hints.forZones
+	forMyZone   bool   // hints.forZones names cfg.NodeZone
+	nodeHinted  bool   // has hints.forNodes
+	forMyNode   bool   // hints.forNodes names cfg.NodeName
+	pod, node   string // targetRef Pod name and nodeName, for explain ("" if unset)
 }
 
 // rank orders copies of the same address+port found in several slices (during a slice
@@ -156,6 +157,12 @@ func newEndpoint(s *discoveryv1.EndpointSlice, i int, port uint16, is6 bool, cfg
 		serving:     serving,
 		terminating: terminating,
 		local:       cfg.NodeName != "" && ep.NodeName != nil && *ep.NodeName == cfg.NodeName,
+	}
+	if ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" {
+		e.pod = ep.TargetRef.Name
+	}
+	if ep.NodeName != nil {
+		e.node = *ep.NodeName
 	}
 	if h := ep.Hints; h != nil {
 		e.zoneHinted = len(h.ForZones) > 0

@@ -226,6 +226,7 @@ func (pb *portBuilder) realsFor(is6, local bool) map[model.RSKey]uint32 {
 			pb.epsDone[f] = true
 		}
 		pb.reals[f][p] = pb.applyVerdicts(selectReals(pb.eps[f], local, pb.cfg), is6)
+		pb.st.Endpoints = appendChoices(pb.st.Endpoints, pb.eps[f], pb.reals[f][p], pb.sp.Name, local, pb.cfg)
 		pb.realDone[f][p] = true
 	}
 	return pb.reals[f][p]

@@ -29,6 +29,8 @@ func commands() map[string]command {
 		"run":       {summary: "run the service proxy", run: runRun},
 		"preflight": {summary: "check the node can run IPVS mode; exit 0 yes, 1 no", run: runPreflight},
 		"cleanup":   {summary: "remove what kube-ipvs (or, with --kube-proxy, kube-proxy) left on this node", run: runCleanup},
+		"list":      {summary: "print this node's IPVS table like ipvsadm -Ln, with Service and pod names and drift", run: runList},
+		"explain":   {summary: "explain where traffic to one Service (NAMESPACE/NAME) goes on this node, and why", run: runExplain},
 		"version":   {summary: "print the version and exit", run: runVersion},
 	}
 }

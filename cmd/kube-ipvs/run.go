@@ -198,6 +198,7 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		}
 	}
 	serveHTTP(ctx, "metrics", o.MetricsAddress, obs.Metrics.Serve, log)
+	serveState(ctx, o, cfg.NodeName, mode, cfg.NodePortAddresses, ctl, dp, log)
 	serveHTTP(ctx, "health", o.HealthzAddress, obs.ProxyHealth.Serve, log)
 	if reload != nil {
 		go reloadOnHUP(ctx, reload, log)
