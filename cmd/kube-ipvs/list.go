@@ -173,7 +173,8 @@ func ownsFunc(doc *introspect.Document) (func(model.VSKey) bool, error) {
 	}, nil
 }
 
-// dummyAddrs are the addresses on the dummy link (none when it does not exist).
+// dummyAddrs are the VIPs bound through the dummy link (none when it does not exist): its
+// addresses and the proxy's local routes through it.
 func dummyAddrs(name string) (map[netip.Addr]bool, error) {
 	nl := dummyif.NewNetlink()
 	out := map[netip.Addr]bool{}
@@ -190,6 +191,15 @@ func dummyAddrs(name string) (map[netip.Addr]bool, error) {
 	}
 	for _, a := range addrs {
 		out[a.Prefix.Addr()] = true
+	}
+	// With --vip-binding=route the VIPs are the proxy's local routes through the link (its
+	// own route protocol); both are read, so the marks hold in either binding and mid-switch.
+	routes, err := nl.LocalRouteList(link.Index)
+	if err != nil {
+		return nil, fmt.Errorf("reading the local routes through %s: %w", name, err)
+	}
+	for _, r := range routes {
+		out[r.Addr()] = true
 	}
 	return out, nil
 }
