@@ -21,7 +21,7 @@ type Exec interface {
 
 // OSExec runs the tools as processes. They inherit the calling thread's network namespace.
 type OSExec struct {
-	// Timeout bounds one run (DefaultToolTimeout when zero). A tool that hangs (seen with
+	// Timeout bounds one run (DefaultToolTimeout when zero). A tool that hangs (seen twice with
 	// iptables-restore on an overloaded emulated node) would otherwise stop the sync loop
 	// for good; killed, it is an error and the work is retried. Killing a restore is safe:
 	// both backends apply a table in one commit at its end, so nothing half-written stays.
@@ -30,7 +30,7 @@ type OSExec struct {
 
 // DefaultToolTimeout is far above any run the proxy makes: its rules do not grow with the
 // number of Services, and iptables-save of a busy node takes seconds.
-const DefaultToolTimeout = 2 * time.Minute
+const DefaultToolTimeout = time.Minute
 
 // LookPath implements Exec.
 func (OSExec) LookPath(name string) (string, error) { return exec.LookPath(name) }
