@@ -51,6 +51,11 @@ e2e: ## kube-ipvs in the guest against a real kube-apiserver + etcd on the host'
 parity: ## kube-proxy v1.37's IPVS proxier beside kube-ipvs in one guest: IPVS, kube-ipvs0 and ipsets diffed (docs/differences-from-kube-proxy.md); PARITY_SHOW=1 prints both states
 	GUEST_APPEND="$(GUEST_APPEND) $(if $(PARITY_SHOW),parity.show=1)" hack/guest/run.sh test/parity/parity.sh
 
+.PHONY: migration
+migration: ## kube-proxy v1.37 (IPVS) -> kube-ipvs -> kube-proxy (iptables) on one guest node with held connections (docs/migration.md)
+	hack/guest/run.sh test/migration/migration.sh
+	hack/guest/run.sh test/migration/conntrack-gap.sh
+
 .PHONY: image
 image: ## build the DaemonSet's OCI image (linux/amd64 + arm64) into _output/image; no container engine needed
 	VERSION=$(VERSION) hack/image/build.sh

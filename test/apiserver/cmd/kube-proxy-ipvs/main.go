@@ -1,9 +1,12 @@
 // Command kube-proxy-ipvs is kube-proxy v1.37's own IPVS proxier (k8s.io/kubernetes
-// pkg/proxy/ipvs, real ipset, iptables and IPVS), fed Services, EndpointSlices and Nodes from
-// manifest files instead of an API server, for the parity test (make parity). It builds the
-// proxier with the same arguments as kube-proxy's server_linux.go (dual-stack, cluster-CIDR
-// local detection) and, with --once, exits after the first full sync of every family, leaving
-// the rules in place to be read.
+// pkg/proxy/ipvs, real ipset, iptables and IPVS), or with --mode iptables its iptables
+// proxier (pkg/proxy/iptables), fed Services, EndpointSlices and Nodes from manifest files
+// instead of an API server, for the parity and migration tests (make parity, make
+// migration). It builds the proxier with the same arguments as kube-proxy's server_linux.go
+// (dual-stack, cluster-CIDR local detection). With --once it exits after the first full sync
+// of every family, leaving the rules in place to be read; without it, it prints "synced" on
+// stderr after that sync and keeps syncing until it is signalled, then exits without
+// cleaning up, as a kube-proxy Pod ends in a DaemonSet rollout.
 package main
 
 import (
@@ -24,6 +27,7 @@ import (
 	"k8s.io/kubernetes/pkg/proxy"
 	proxyapis "k8s.io/kubernetes/pkg/proxy/apis"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
+	"k8s.io/kubernetes/pkg/proxy/iptables"
 	"k8s.io/kubernetes/pkg/proxy/ipvs"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
@@ -35,6 +39,7 @@ import (
 
 type options struct {
 	manifests, hostname   string
+	mode                  kubeproxyconfig.ProxyMode
 	nodeIPs, clusterCIDRs []string
 	once                  bool
 	timeout               time.Duration
@@ -42,16 +47,22 @@ type options struct {
 
 func main() {
 	var o options
-	var nodeIPs, clusterCIDRs string
+	var nodeIPs, clusterCIDRs, mode string
 	flag.StringVar(&o.manifests, "manifests", "", "file or folder of Service, EndpointSlice and Node manifests")
 	flag.StringVar(&o.hostname, "hostname-override", "", "this node's name")
 	flag.StringVar(&nodeIPs, "node-ip", "", "the node's IPs, one per family, comma-separated")
 	flag.StringVar(&clusterCIDRs, "cluster-cidr", "", "the pod networks, comma-separated (kube-proxy's --cluster-cidr)")
+	flag.StringVar(&mode, "mode", "ipvs", "the proxier: ipvs or iptables")
 	flag.BoolVar(&o.once, "once", false, "exit 0 after the first full sync of both families")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "with --once: give up after this long")
 	klog.InitFlags(nil)
 	flag.Parse()
 	o.nodeIPs, o.clusterCIDRs = splitList(nodeIPs), splitList(clusterCIDRs)
+	o.mode = kubeproxyconfig.ProxyMode(mode)
+	if o.mode != kubeproxyconfig.ProxyModeIPVS && o.mode != kubeproxyconfig.ProxyModeIPTables {
+		fmt.Fprintf(os.Stderr, "kube-proxy-ipvs: --mode %q: want ipvs or iptables\n", mode)
+		os.Exit(2)
+	}
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "kube-proxy-ipvs:", err)
 		os.Exit(1)
@@ -73,7 +84,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	proxymetrics.RegisterMetrics(kubeproxyconfig.ProxyModeIPVS)
+	proxymetrics.RegisterMetrics(o.mode)
 	proxier, err := newProxier(ctx, o)
 	if err != nil {
 		return err
@@ -82,40 +93,36 @@ func run(ctx context.Context, o options) error {
 	start := time.Now()
 	go proxier.SyncLoop()
 	proxier.Sync()
-	if !o.once {
-		select {}
+	if err := waitSynced(start, o.timeout); err != nil || o.once {
+		return err
 	}
-	return waitSynced(start, o.timeout)
+	// A test waits for this line; SIGTERM then ends the process with Go's default action,
+	// leaving every rule in place.
+	fmt.Fprintln(os.Stderr, "synced")
+	select {}
 }
 
-// config is kube-proxy's defaulted configuration (v1alpha1 defaults) for IPVS mode with the
+// config is kube-proxy's defaulted configuration (v1alpha1 defaults) for the mode with the
 // cluster CIDRs as local-traffic detection: what the parity manifests' cluster runs.
 func config(o options) *kubeproxyconfig.KubeProxyConfiguration {
 	return &kubeproxyconfig.KubeProxyConfiguration{
-		Mode:             kubeproxyconfig.ProxyModeIPVS,
+		Mode:             o.mode,
 		HostnameOverride: o.hostname,
 		SyncPeriod:       metav1.Duration{Duration: 30 * time.Second},
 		MinSyncPeriod:    metav1.Duration{Duration: time.Second},
-		IPTables:         kubeproxyconfig.KubeProxyIPTablesConfiguration{MasqueradeBit: ptr.To[int32](14)},
-		IPVS:             kubeproxyconfig.KubeProxyIPVSConfiguration{Scheduler: "rr"},
-		DetectLocalMode:  kubeproxyconfig.LocalModeClusterCIDR,
-		DetectLocal:      kubeproxyconfig.DetectLocalConfiguration{ClusterCIDRs: o.clusterCIDRs},
+		IPTables: kubeproxyconfig.KubeProxyIPTablesConfiguration{MasqueradeBit: ptr.To[int32](14),
+			LocalhostNodePorts: ptr.To(true)},
+		IPVS:            kubeproxyconfig.KubeProxyIPVSConfiguration{Scheduler: "rr"},
+		DetectLocalMode: kubeproxyconfig.LocalModeClusterCIDR,
+		DetectLocal:     kubeproxyconfig.DetectLocalConfiguration{ClusterCIDRs: o.clusterCIDRs},
 	}
 }
 
 func newProxier(ctx context.Context, o options) (proxy.Provider, error) {
 	cfg := config(o)
-	ipsetInterface, ipvsInterface := utilipset.New(), utilipvs.New()
-	if err := ipvs.CanUseIPVSProxier(ctx, ipvsInterface, ipsetInterface, cfg.IPVS.Scheduler); err != nil {
-		return nil, fmt.Errorf("can't use the IPVS proxier: %w", err)
-	}
-	nodeIPs := map[v1.IPFamily]net.IP{}
-	for _, s := range o.nodeIPs {
-		ip := net.ParseIP(s)
-		if ip == nil {
-			return nil, fmt.Errorf("--node-ip: %q is not an IP", s)
-		}
-		nodeIPs[family(ip)] = ip
+	nodeIPs, err := parseNodeIPs(o.nodeIPs)
+	if err != nil {
+		return nil, err
 	}
 	detectors := map[v1.IPFamily]proxyutil.LocalTrafficDetector{
 		v1.IPv4Protocol: proxyutil.NewNoOpLocalDetector(),
@@ -124,8 +131,29 @@ func newProxier(ctx context.Context, o options) (proxy.Provider, error) {
 	for fam, cidrs := range proxyutil.MapCIDRsByIPFamily(o.clusterCIDRs) {
 		detectors[fam] = proxyutil.NewDetectLocalByCIDR(cidrs[0].String())
 	}
+	if o.mode == kubeproxyconfig.ProxyModeIPTables {
+		return iptables.NewDualStackProxier(ctx, cfg, utiliptables.NewBestEffort(), utilsysctl.New(), detectors,
+			o.hostname, nodeIPs, &events.FakeRecorder{}, nil, false)
+	}
+	ipsetInterface, ipvsInterface := utilipset.New(), utilipvs.New()
+	if err := ipvs.CanUseIPVSProxier(ctx, ipvsInterface, ipsetInterface, cfg.IPVS.Scheduler); err != nil {
+		return nil, fmt.Errorf("can't use the IPVS proxier: %w", err)
+	}
 	return ipvs.NewDualStackProxier(ctx, cfg, utiliptables.NewBestEffort(), ipvsInterface, ipsetInterface,
 		utilsysctl.New(), detectors, o.hostname, nodeIPs, &events.FakeRecorder{}, nil, false)
+}
+
+// parseNodeIPs maps --node-ip's addresses by family.
+func parseNodeIPs(list []string) (map[v1.IPFamily]net.IP, error) {
+	nodeIPs := map[v1.IPFamily]net.IP{}
+	for _, s := range list {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("--node-ip: %q is not an IP", s)
+		}
+		nodeIPs[family(ip)] = ip
+	}
+	return nodeIPs, nil
 }
 
 func family(ip net.IP) v1.IPFamily {
