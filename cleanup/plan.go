@@ -183,7 +183,7 @@ func (p *Plan) planSets(cfg Config, k ipset.Kernel) error {
 			continue
 		}
 		o := Object{Kind: KindSet, Name: name, Family: setFamily(h.Family), Owner: owner}
-		p.add([]Object{o}, func() error { return k.Destroy(h.Name) })
+		p.add([]Object{o}, func() error { return destroyWhenReleased(k, h.Name) })
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
@@ -271,6 +272,7 @@ func TestCleanupKubeProxyRemovesItsLeftoversOnly(t *testing.T) {
 // A removal the kernel refuses is reported on its objects; everything else is still
 // removed. An object that went away meanwhile counts as removed.
 func TestCleanupReportsWhatCouldNotBeRemoved(t *testing.T) {
+	shortSetReleaseWait(t)
 	n := newNode(t)
 	n.sets.SetReferences("KIPVS-CLUSTER-IP-6", 1) // a foreign rule uses it
 	p, err := Make(testConfig(false), n.kernel())
@@ -296,6 +298,39 @@ func TestCleanupReportsWhatCouldNotBeRemoved(t *testing.T) {
 	expectLines(t, "failed", failed, want)
 	if n.links.LinkType("kube-ipvs0") != "" || n.sets.Names()[0] != "FOREIGN-SET" {
 		t.Error("the objects after the failures were not removed")
+	}
+}
+
+// shortSetReleaseWait makes a set that stays referenced fail at once.
+func shortSetReleaseWait(t *testing.T) {
+	old := setReleaseWait
+	setReleaseWait = 30 * time.Millisecond
+	t.Cleanup(func() { setReleaseWait = old })
+}
+
+// A set whose reference the kernel drops only after the rules' removal has returned (as
+// nf_tables' deferred release does) is destroyed once it is free, not reported as failed.
+func TestCleanupWaitsForTheKernelToReleaseASet(t *testing.T) {
+	n := newNode(t)
+	n.sets.SetReferences("KIPVS-CLUSTER-IP", 1)
+	p, err := Make(testConfig(false), n.kernel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := 0
+	n.sets.Fail = func(op string, name firewall.SetName) error {
+		if op == "destroy" && name == "KIPVS-CLUSTER-IP" {
+			if busy++; busy == 3 {
+				go n.sets.SetReferences(name, 0) // the deferred release; Fail must not call the fake
+			}
+		}
+		return nil
+	}
+	if failed := Failed(p.Run()); len(failed) != 0 {
+		t.Fatalf("failed: %+v", failed)
+	}
+	if _, _, ok := n.sets.Get("KIPVS-CLUSTER-IP"); ok || busy < 3 {
+		t.Errorf("KIPVS-CLUSTER-IP still there (%v) or destroyed without a retry (%d destroy calls)", ok, busy)
 	}
 }
 

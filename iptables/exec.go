@@ -21,7 +21,7 @@ type Exec interface {
 
 // OSExec runs the tools as processes. They inherit the calling thread's network namespace.
 type OSExec struct {
-	// Timeout bounds one run (DefaultToolTimeout when zero). A tool that hangs (seen twice with
+	// Timeout bounds one run (DefaultToolTimeout when zero). A tool that hangs (seen with
 	// iptables-restore on an overloaded emulated node) would otherwise stop the sync loop
 	// for good; killed, it is an error and the work is retried. Killing a restore is safe:
 	// both backends apply a table in one commit at its end, so nothing half-written stays.

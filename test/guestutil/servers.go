@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/test/echoserver"
 )
@@ -151,9 +152,19 @@ type Conn struct {
 
 // DialTCP opens a connection from the pod to addr and reads the server's greeting.
 func (p *Pod) DialTCP(addr netip.AddrPort) (*Conn, error) {
+	return p.DialTCPFrom(0, addr)
+}
+
+// DialTCPFrom is DialTCP from a fixed local port (0: any), as a client that reuses its
+// source port does.
+func (p *Pod) DialTCPFrom(localPort int, addr netip.AddrPort) (*Conn, error) {
 	var c net.Conn
 	err := p.Do(func() (err error) {
-		c, err = net.DialTimeout("tcp", addr.String(), askTimeout)
+		d := net.Dialer{Timeout: askTimeout}
+		if localPort != 0 {
+			d.LocalAddr = &net.TCPAddr{Port: localPort}
+		}
+		c, err = d.Dial("tcp", addr.String())
 		return err
 	})
 	if err != nil {
@@ -185,6 +196,31 @@ func (c *Conn) Ask() (string, error) {
 
 // Close closes the connection.
 func (c *Conn) Close() error { return c.c.Close() }
+
+// Retransmits is how many segments the client has sent again on this connection (the
+// kernel's tcpi_total_retrans), the handshake's SYN included: a SYN that was dropped
+// counts.
+func (c *Conn) Retransmits() (uint32, error) {
+	tc, ok := c.c.(*net.TCPConn)
+	if !ok {
+		return 0, fmt.Errorf("not a TCP connection")
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var info *unix.TCPInfo
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil {
+		return 0, err
+	}
+	if serr != nil {
+		return 0, serr
+	}
+	return info.Total_retrans, nil
+}
 
 // Reset closes the connection with a TCP RST instead of a FIN (SO_LINGER 0), so it leaves no
 // TIME_WAIT state behind.
