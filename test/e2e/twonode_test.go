@@ -65,9 +65,13 @@ func TestTwoNodes(t *testing.T) {
 		}
 	})
 	t.Run("Local: pods and nodes reach it from any node", func(t *testing.T) {
+		// In-cluster traffic there is masqueraded (to node A's address toward B), so that
+		// replies return through the node that balanced it, even from a pod on B sent to
+		// node A's node port and balanced back to B.
 		for _, addr := range []string{aNodePort, "198.51.100.30:80", "198.51.100.31:80"} {
-			wantAnswers(t, podA, addr, "10.244.1.50", 4, "tb1", "tb2")
+			wantAnswers(t, podA, addr, c.a.ip.String(), 4, "tb1", "tb2")
 		}
+		wantAnswers(t, podB, aNodePort, c.a.ip.String(), 4, "tb1", "tb2")
 		wantAnswers(t, c.a.self(), aNodePort, c.a.ip.String(), 4, "tb1", "tb2")
 		for _, addr := range []string{"198.51.100.30:80", "198.51.100.31:80"} {
 			wantAnswers(t, c.a.self(), addr, c.a.ip.String(), 4, "tb1", "tb2")
