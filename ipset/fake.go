@@ -133,6 +133,9 @@ func (f *FakeKernel) Create(s Spec) error {
 	} else {
 		line += fmt.Sprintf(" hashsize %d maxelem %d", s.HashSize, s.MaxElem)
 	}
+	if s.SkbInfo {
+		line += " skbinfo"
+	}
 	if err := f.call("create", s.Name, line); err != nil {
 		return err
 	}

@@ -50,6 +50,7 @@ func service(key model.VSKey, spec model.VSSpec) *mobyipvs.Service {
 		Address:       net.IP(key.Addr.AsSlice()),
 		Protocol:      uint16(key.Proto),
 		Port:          key.Port,
+		FWMark:        key.FWMark,
 		SchedName:     spec.Scheduler,
 		Flags:         spec.Flags & model.FlagsWeManage,
 		Timeout:       spec.Timeout,
