@@ -68,7 +68,10 @@ func vsEntries(st *model.ServiceState, vs *model.VirtualServer, a netip.Addr, cf
 			add(SetLoopBack, f, Entry{IP: ra, Proto: key.Proto, Port: rs.Port, IP2: ra})
 		}
 	}
-	if vs.InClusterMark != 0 {
+	// The mark only where this Service holds its firewall-mark virtual server: one that lost
+	// it to another Service (the same node port, from unvalidated manifests) would send
+	// in-cluster traffic to the winner's endpoints.
+	if _, won := st.VSes[model.FWMarkKey(vs.InClusterMark, f == IPv6)]; vs.InClusterMark != 0 && won {
 		add(SetInClusterLocal, f, Entry{IP: a, Proto: key.Proto, Port: key.Port, Mark: vs.InClusterMark})
 	}
 	local := st.ExternalLocal
