@@ -82,13 +82,15 @@ func newNode(t *testing.T) *node {
 	t.Helper()
 	n := &node{vs: ipvs.NewFakeKernel(), links: dummyif.NewFakeNetlink(), sets: ipset.NewFakeKernel(), tools: iptables.NewFakeExec()}
 	for _, k := range []model.VSKey{
-		vsKey("10.96.0.10:80", model.TCP),      // a ClusterIP on kube-ipvs0
-		vsKey("[fd00::10]:53", model.UDP),      // an IPv6 ClusterIP on kube-ipvs0
-		vsKey("10.96.0.99:80", model.TCP),      // on kube-ipvs0, but excluded
-		vsKey("203.0.113.10:30080", model.TCP), // a NodePort
-		vsKey("203.0.113.10:8080", model.TCP),  // a node IP, outside the NodePort range
-		vsKey("192.0.2.50:8080", model.TCP),    // on a foreign dummy
-		vsKey("198.51.100.7:30080", model.TCP), // NodePort-range port, not a node IP
+		vsKey("10.96.0.10:80", model.TCP),                                // a ClusterIP on kube-ipvs0
+		vsKey("[fd00::10]:53", model.UDP),                                // an IPv6 ClusterIP on kube-ipvs0
+		vsKey("10.96.0.99:80", model.TCP),                                // on kube-ipvs0, but excluded
+		vsKey("203.0.113.10:30080", model.TCP),                           // a NodePort
+		vsKey("203.0.113.10:8080", model.TCP),                            // a node IP, outside the NodePort range
+		vsKey("192.0.2.50:8080", model.TCP),                              // on a foreign dummy
+		vsKey("198.51.100.7:30080", model.TCP),                           // NodePort-range port, not a node IP
+		model.FWMarkKey(model.InClusterMark(30080, model.TCP, -1), true), // an in-cluster mark of ours
+		model.FWMarkKey(1, false),                                        // someone's ipvsadm -A -f 1
 	} {
 		n.vs.Put(&model.VirtualServer{Key: k, Spec: model.VSSpec{Scheduler: "rr"}})
 	}
@@ -171,6 +173,7 @@ var wantKubeIPVS = []string{
 	`ipset KIPVS-CLUSTER-IP (kube-ipvs)`,
 	`ipset KIPVS-CLUSTER-IP-6 (kube-ipvs)`,
 	`ipset KIPVS-HEALTH-CHECK-NODE-PORT (kube-ipvs)`,
+	`virtual-server FWM 0x75802001 IPv6 (kube-ipvs)`,
 	`virtual-server TCP 10.96.0.10:80 (kube-ipvs)`,
 	`virtual-server TCP 203.0.113.10:30080 (kube-ipvs)`,
 	`virtual-server UDP [fd00::10]:53 (kube-ipvs)`,
@@ -195,7 +198,7 @@ func TestCleanupRemovesKubeIPVSObjectsOnly(t *testing.T) {
 	if failed := Failed(p.Run()); len(failed) != 0 {
 		t.Fatalf("failed: %v", failed)
 	}
-	wantVS := "TCP 10.96.0.99:80 rr\nTCP 192.0.2.50:8080 rr\nTCP 198.51.100.7:30080 rr\nTCP 203.0.113.10:8080 rr\n"
+	wantVS := "FWM 0x1 IPv4 rr\nTCP 10.96.0.99:80 rr\nTCP 192.0.2.50:8080 rr\nTCP 198.51.100.7:30080 rr\nTCP 203.0.113.10:8080 rr\n"
 	if got := n.vs.Dump(); got != wantVS {
 		t.Errorf("virtual servers left:\n%s\nwant:\n%s", got, wantVS)
 	}
@@ -249,7 +252,7 @@ func TestCleanupKubeProxyRemovesItsLeftoversOnly(t *testing.T) {
 	if failed := Failed(p.Run()); len(failed) != 0 {
 		t.Fatalf("failed: %v", failed)
 	}
-	if got := strings.Count(n.vs.Dump(), "\n"); got != 7 {
+	if got := strings.Count(n.vs.Dump(), "\n"); got != 9 {
 		t.Errorf("virtual servers changed:\n%s", n.vs.Dump())
 	}
 	if got := n.links.Addrs("kube-ipvs0"); len(got) != 3 {

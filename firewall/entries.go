@@ -38,6 +38,8 @@ func serviceEntries(st *model.ServiceState, cfg Config, put func(SetName, Entry)
 	add := func(base string, f Family, e Entry) { put(Name(base, f), e) }
 	for key, vs := range st.VSes {
 		a := key.Addr.Unmap()
+		// A firewall-mark virtual server (port 0) has no entries of its own: its traffic is
+		// marked by the entries of the external virtual servers that name its mark.
 		if !a.IsValid() || key.Port == 0 || !enabled[b2i(a.Is6())] {
 			continue
 		}
@@ -65,6 +67,12 @@ func vsEntries(st *model.ServiceState, vs *model.VirtualServer, a netip.Addr, cf
 		if ra.IsValid() && FamilyOf(ra) == f && rs.Port != 0 {
 			add(SetLoopBack, f, Entry{IP: ra, Proto: key.Proto, Port: rs.Port, IP2: ra})
 		}
+	}
+	// The mark only where this Service holds its firewall-mark virtual server: one that lost
+	// it to another Service (the same node port, from unvalidated manifests) would send
+	// in-cluster traffic to the winner's endpoints.
+	if _, won := st.VSes[model.FWMarkKey(vs.InClusterMark, f == IPv6)]; vs.InClusterMark != 0 && won {
+		add(SetInClusterLocal, f, Entry{IP: a, Proto: key.Proto, Port: key.Port, Mark: vs.InClusterMark})
 	}
 	local := st.ExternalLocal
 	switch vs.Kind {

@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -364,5 +365,34 @@ func TestLegacyIPv4AddressAgreesWithBuildService(t *testing.T) {
 	}
 	if got := lines(entriesOf(st, Config{})); !slices.Contains(got, "KIPVS-VIPS 10.0.0.7") {
 		t.Errorf("no VIP entry for the external IP 010.000.0.7: %v", got)
+	}
+}
+
+// externalTrafficPolicy: Local: every external address and port is in the in-cluster set
+// with the port's mark, but only while the Service holds its firewall-mark virtual server
+// (a Service that lost it to another one would mark traffic for the winner's endpoints).
+func TestAppendMembersInClusterMarks(t *testing.T) {
+	svc := service(lbType("203.0.113.7"), local, func(s *v1.Service) { s.Spec.Ports[0].TargetPort.IntVal = 8080 })
+	pcfg := &proxy.Config{DefaultScheduler: "rr", NodeName: "node-a", NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.1.10")}}
+	st := proxy.BuildService(svc, nil, pcfg)
+	mark := model.InClusterMark(30080, model.TCP, -1)
+	var got []string
+	for _, l := range lines(entriesOf(st, Config{})) {
+		if strings.HasPrefix(l, SetInClusterLocal+" ") {
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		fmt.Sprintf("%s 192.168.1.10,tcp:30080 skbmark %#x", SetInClusterLocal, mark),
+		fmt.Sprintf("%s 203.0.113.7,tcp:80 skbmark %#x", SetInClusterLocal, mark),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("in-cluster entries:\n  got  %v\n  want %v", got, want)
+	}
+	delete(st.VSes, model.FWMarkKey(mark, false)) // lost to another Service
+	for _, l := range lines(entriesOf(st, Config{})) {
+		if strings.HasPrefix(l, SetInClusterLocal+" ") {
+			t.Errorf("entry without the firewall-mark virtual server: %s", l)
+		}
 	}
 }

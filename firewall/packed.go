@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"sync"
 
@@ -14,7 +15,7 @@ import (
 // pointer-free, they take a fraction of the memory and the garbage collector does not scan
 // them. Zones are not kept (no set entry has one).
 type Packed struct {
-	ip, ip2 [16]byte
+	ip, ip2 [16]byte // ip2 holds the mark in a set with marks (no third dimension)
 	port    uint16
 	proto   model.Protocol
 	flags   uint8 // packedIP, packedIP4, packedIP2, packedIP24, packedNet
@@ -27,6 +28,7 @@ const (
 	packedIP2              // ip2 holds IP2
 	packedIP24             // ip2 is IPv4
 	packedNet              // ip2 holds Net's address, bits its length
+	packedMark             // ip2's first 4 bytes hold Mark
 )
 
 func putAddr(dst *[16]byte, a netip.Addr) (is4 bool) {
@@ -62,6 +64,9 @@ func (e Entry) Pack() Packed {
 			p.flags |= packedIP24
 		}
 		p.bits = uint8(e.Net.Bits())
+	case e.Mark != 0:
+		p.flags |= packedMark
+		binary.BigEndian.PutUint32(p.ip2[:4], e.Mark)
 	}
 	return p
 }
@@ -77,8 +82,26 @@ func (p Packed) Entry() Entry {
 		e.IP2 = getAddr(p.ip2, p.flags&packedIP24 != 0)
 	case p.flags&packedNet != 0:
 		e.Net = netip.PrefixFrom(getAddr(p.ip2, p.flags&packedIP24 != 0), int(p.bits))
+	case p.flags&packedMark != 0:
+		e.Mark = p.mark()
 	}
 	return e
+}
+
+// Unmarked is p without its mark: the entry as the kernel keys it.
+func (p Packed) Unmarked() Packed {
+	if p.flags&packedMark != 0 {
+		p.flags &^= packedMark
+		p.ip2 = [16]byte{}
+	}
+	return p
+}
+
+func (p Packed) mark() uint32 {
+	if p.flags&packedMark == 0 {
+		return 0
+	}
+	return binary.BigEndian.Uint32(p.ip2[:4])
 }
 
 // Compare orders packed entries as EntryLess orders the entries they pack.
@@ -98,7 +121,10 @@ func (p Packed) Compare(o Packed) int {
 	if c := cmpAddr(p.flags, o.flags, packedNet, packedIP24, &p.ip2, &o.ip2); c != 0 {
 		return c
 	}
-	return cmpInt(int(p.bits), int(o.bits))
+	if p.bits != o.bits {
+		return cmpInt(int(p.bits), int(o.bits))
+	}
+	return cmpInt(int(p.mark()), int(o.mark()))
 }
 
 // cmpAddr compares one address field as netip.Addr.Compare does: absent, then IPv4, then

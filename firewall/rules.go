@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
 // DefaultMasqueradeMark is the packet-mark bit that asks POSTROUTING to masquerade.
@@ -43,11 +45,19 @@ func (c Config) Families() []Family {
 	return []Family{IPv4, IPv6}
 }
 
+// inClusterMarkMask are the bits that tell an in-cluster mark (model.InClusterMark): its
+// own bit, and neither the masquerade bit nor kube-proxy's drop bit.
+const inClusterMarkMask = model.InClusterMarkBit | 0xc000
+
 // Validate reports a Config that cannot be rendered.
 func (c Config) Validate() error {
 	m := c.Mark()
 	if m == 0 || m&(m-1) != 0 {
 		return fmt.Errorf("masquerade mark %#x must be a single bit", m)
+	}
+	if m == model.InClusterMarkBit {
+		// In-cluster packets are told apart by this bit, before any masquerade decision.
+		return fmt.Errorf("masquerade mark %#x is the in-cluster mark bit", m)
 	}
 	for _, p := range c.ClusterCIDRs {
 		if !p.IsValid() {
@@ -74,6 +84,11 @@ const (
 	// would do too) but node-originated ones at LOCAL_OUT right after nat OUTPUT, before
 	// filter OUTPUT ever sees the LB IP; mangle OUTPUT is earlier still and may DROP.
 	ChainFirewall = "KIPVS-FIREWALL"
+	// mangle: KIPVS-IN-CLUSTER (from PREROUTING and OUTPUT) gives traffic from the cluster
+	// CIDR and from the node to an externalTrafficPolicy Local address its in-cluster mark
+	// (SetInClusterLocal), so IPVS sends it to the firewall-mark virtual server with every
+	// endpoint; outside clients keep the address virtual server with the local ones.
+	ChainInCluster = "KIPVS-IN-CLUSTER"
 	// nat: KIPVS-SERVICES (from PREROUTING, and via KIPVS-OUTPUT from OUTPUT) marks
 	// connections to masquerade; KIPVS-POSTROUTING masquerades them and hairpin connections;
 	// KIPVS-MARK-MASQ sets the mark; KIPVS-CLUSTER-MASQ decides for ClusterIPs by source.
@@ -164,32 +179,50 @@ func render(cfg Config, f Family) string {
 	}
 	w.line("# kube-ipvs " + name + " rules for iptables-restore --noflush. Generated from the proxy's")
 	w.line("# configuration only: Services, ports and endpoints are ipset entries, never rules.")
-	w.mangle()
+	w.mangle(cfg)
 	w.nat(cfg)
 	w.filter()
 	return w.b.String()
 }
 
-// mangle writes the load-balancer source ranges, ahead of IPVS on every path.
-func (w *writer) mangle() {
-	w.table("mangle", ChainFirewall)
+// mangle writes the load-balancer source ranges and the in-cluster marks, ahead of IPVS on
+// every path (mangle runs before IPVS at LOCAL_IN and at LOCAL_OUT).
+func (w *writer) mangle(cfg Config) {
+	w.table("mangle", ChainFirewall, ChainInCluster)
 	w.rule(ChainFirewall,
 		w.set(SetLoadBalancerFW, "dst,dst")+" "+w.notSet(SetLBSourceCIDR, "dst,dst,src")+" "+w.notSet(SetLBSourceIP, "dst,dst,src"),
 		"loadBalancerSourceRanges: drop sources outside the ranges, node-originated too (k8s #119656)", "DROP")
+	// The SET target marks only packets whose destination has an entry, with the entry's
+	// mark as the whole mark: IPVS matches a firewall-mark virtual server on all 32 bits.
+	mark := "SET --map-set " + string(Name(SetInClusterLocal, w.f)) + " dst,dst --map-mark"
+	for _, p := range familyCIDRs(cfg, w.f) {
+		w.rule(ChainInCluster, "-s "+p.String(), "externalTrafficPolicy Local from a pod: every endpoint, through the firewall-mark virtual server", mark)
+	}
+	w.rule(ChainInCluster, "-m addrtype --src-type LOCAL", "externalTrafficPolicy Local from the node itself: every endpoint too", mark)
+	// Inserted first, so the source-range jumps (inserted after them) come before them.
+	w.jump("PREROUTING", "in-cluster traffic to externalTrafficPolicy Local addresses", ChainInCluster)
+	w.jump("OUTPUT", "node-originated traffic to externalTrafficPolicy Local addresses", ChainInCluster)
 	w.jump("PREROUTING", "load-balancer source ranges", ChainFirewall)
 	w.jump("OUTPUT", "load-balancer source ranges for node-originated traffic", ChainFirewall)
 	w.line("COMMIT")
 }
 
-// nat decides what to masquerade before IPVS rewrites the destination, and masquerades after.
-func (w *writer) nat(cfg Config) {
-	mark := fmt.Sprintf("%#x", cfg.Mark())
+// familyCIDRs are the cluster CIDRs of the writer's family, masked.
+func familyCIDRs(cfg Config, f Family) []netip.Prefix {
 	var cidrs []netip.Prefix
 	for _, p := range cfg.ClusterCIDRs {
-		if FamilyOf(p.Addr()) == w.f {
+		if FamilyOf(p.Addr()) == f {
 			cidrs = append(cidrs, p.Masked())
 		}
 	}
+	return cidrs
+}
+
+// nat decides what to masquerade before IPVS rewrites the destination, and masquerades after.
+func (w *writer) nat(cfg Config) {
+	mark := fmt.Sprintf("%#x", cfg.Mark())
+	inCluster := fmt.Sprintf("-m mark --mark %#x/%#x", model.InClusterMarkBit, inClusterMarkMask)
+	cidrs := familyCIDRs(cfg, w.f)
 	chains := []string{ChainServices, ChainOutput, ChainPostrouting, ChainMarkMasq}
 	clusterMasq := !cfg.MasqueradeAll && len(cidrs) > 0
 	if clusterMasq {
@@ -210,11 +243,15 @@ func (w *writer) nat(cfg Config) {
 	w.rule(ChainServices, w.set(SetExternalIP, "dst,dst"), "externalIP with externalTrafficPolicy Cluster: the endpoint may be on another node", ChainMarkMasq)
 	w.rule(ChainServices, w.set(SetLoadBalancer, "dst,dst"), "load balancer with externalTrafficPolicy Cluster: the endpoint may be on another node", ChainMarkMasq)
 	w.rule(ChainServices, w.set(SetNodePort, "dst,dst"), "NodePort with externalTrafficPolicy Cluster: the endpoint may be on another node", ChainMarkMasq)
+	w.rule(ChainOutput, inCluster,
+		"in-cluster mark: IPVS matches the whole mark, so no masquerade bit is added (KIPVS-POSTROUTING masquerades it)", "RETURN")
 	w.rule(ChainOutput, w.set(SetVIPs, "src"),
 		"node-originated with a VIP as source (what the node picks toward a VIP it holds): no other host could reply to it", ChainMarkMasq)
 	w.rule(ChainOutput, "", "node-originated traffic follows the same masquerade rules", ChainServices)
 	w.rule(ChainPostrouting, w.set(SetLoopBack, "dst,dst,src"),
 		"hairpin: a client chosen as the endpoint of its own Service must see the reply come from the Service", "MASQUERADE")
+	w.rule(ChainPostrouting, inCluster,
+		"in-cluster traffic to an externalTrafficPolicy Local address may go to another node, even back to the client node: replies must return through this node", "MASQUERADE")
 	w.rule(ChainPostrouting, "-m mark ! --mark "+mark+"/"+mark, "not marked for masquerade", "RETURN")
 	w.rule(ChainPostrouting, "", "clear the mark, so a re-routed packet is not masqueraded twice", "MARK --xor-mark "+mark)
 	w.rule(ChainPostrouting, "", "masquerade connections marked in KIPVS-SERVICES", "MASQUERADE")

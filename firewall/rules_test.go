@@ -40,7 +40,7 @@ func TestRenderRulesUseOnlyOwnNamesAndDefinedSets(t *testing.T) {
 		defs[d.Name] = d
 	}
 	v4, v6 := RenderRules(cfg)
-	setRef := regexp.MustCompile(`--match-set (\S+) `)
+	setRef := regexp.MustCompile(`--ma(?:tch|p)-set (\S+) `)
 	builtin := map[string]bool{"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true}
 	for fam, text := range map[Family]string{IPv4: v4, IPv6: v6} {
 		jumps := 0
@@ -77,8 +77,8 @@ func TestRenderRulesUseOnlyOwnNamesAndDefinedSets(t *testing.T) {
 				}
 			}
 		}
-		if jumps != 8 {
-			t.Errorf("%s: %d jump rules, want 8 (mangle PREROUTING/OUTPUT, nat PREROUTING/OUTPUT/POSTROUTING, filter INPUT/FORWARD/OUTPUT)", fam, jumps)
+		if jumps != 10 {
+			t.Errorf("%s: %d jump rules, want 10 (mangle PREROUTING/OUTPUT twice, nat PREROUTING/OUTPUT/POSTROUTING, filter INPUT/FORWARD/OUTPUT)", fam, jumps)
 		}
 	}
 }

@@ -108,6 +108,11 @@ func expected(n int) map[firewall.SetName]int {
 				c[firewall.SetNodePortLocal+"-6"] += ports
 			}
 			c[firewall.SetLoadBalancerLocal] += ports
+			// In-cluster marks: the node port on each node IP, and the LB IP.
+			c[firewall.SetInClusterLocal] += 2 * ports
+			if len(svc.Spec.ClusterIPs) == 2 {
+				c[firewall.SetInClusterLocal+"-6"] += ports
+			}
 			c[firewall.SetLoadBalancerFW] += ports
 			c[firewall.SetLBSourceCIDR] += ports
 			c[firewall.SetLBSourceIP] += 2 * ports

@@ -92,6 +92,12 @@ const (
 	SetHealthCheckNodePort = "KIPVS-HEALTH-CHECK-NODE-PORT"
 	// SetVIPs holds every address bound to kube-ipvs0 (ClusterIPs, external IPs, LB IPs).
 	SetVIPs = "KIPVS-VIPS"
+	// SetInClusterLocal holds address,proto:port, marked with the port's in-cluster mark
+	// (model.InClusterMark), of every external address of an externalTrafficPolicy: Local
+	// port: LB and external IPs, node IPs with the node port. The rules give traffic from
+	// the cluster CIDR and the node itself the entry's mark, which takes it to the
+	// firewall-mark virtual server with every endpoint.
+	SetInClusterLocal = "KIPVS-IN-CLUSTER-LOCAL"
 	// SetServiceCIDRs holds the cluster's Service CIDRs (ServiceCIDR objects, or
 	// --service-cidr): new connections to an address there that is not a VIP are rejected
 	// instead of leaking to the default route. Its entries come from the proxy's
@@ -107,6 +113,9 @@ type SetDef struct {
 	Family Family // AnyFamily for BitmapPort
 	// PortFrom and PortTo bound a BitmapPort set.
 	PortFrom, PortTo uint16
+	// SkbInfo: the entries carry a packet mark (Entry.Mark) that the iptables SET target
+	// with --map-mark gives matching packets (ipset's skbinfo extension).
+	SkbInfo bool
 	// Comment says what the set is for (documentation; not stored in the kernel).
 	Comment string
 }
@@ -115,22 +124,24 @@ type baseSet struct {
 	base    string
 	typ     SetType
 	comment string
+	skbInfo bool
 }
 
 var familySets = []baseSet{
-	{SetClusterIP, HashIPPort, "ClusterIP,proto:port of every Service port"},
-	{SetLoopBack, HashIPPortIP, "endpoint,proto:port,endpoint: hairpin connections to masquerade"},
-	{SetExternalIP, HashIPPort, "externalIP,proto:port, externalTrafficPolicy Cluster"},
-	{SetExternalIPLocal, HashIPPort, "externalIP,proto:port, externalTrafficPolicy Local"},
-	{SetLoadBalancer, HashIPPort, "loadBalancerIP,proto:port, externalTrafficPolicy Cluster"},
-	{SetLoadBalancerLocal, HashIPPort, "loadBalancerIP,proto:port, externalTrafficPolicy Local"},
-	{SetLoadBalancerFW, HashIPPort, "loadBalancerIP,proto:port with loadBalancerSourceRanges"},
-	{SetLBSourceCIDR, HashIPPortNet, "loadBalancerIP,proto:port,allowed source range"},
-	{SetLBSourceIP, HashIPPortIP, "loadBalancerIP,proto:port,allowed source IP (endpoints, the node)"},
-	{SetNodePort, HashIPPort, "nodeIP,proto:nodePort, externalTrafficPolicy Cluster"},
-	{SetNodePortLocal, HashIPPort, "nodeIP,proto:nodePort, externalTrafficPolicy Local"},
-	{SetVIPs, HashIP, "every address bound to kube-ipvs0"},
-	{SetServiceCIDRs, HashNet, "the cluster's Service CIDRs"},
+	{SetClusterIP, HashIPPort, "ClusterIP,proto:port of every Service port", false},
+	{SetLoopBack, HashIPPortIP, "endpoint,proto:port,endpoint: hairpin connections to masquerade", false},
+	{SetExternalIP, HashIPPort, "externalIP,proto:port, externalTrafficPolicy Cluster", false},
+	{SetExternalIPLocal, HashIPPort, "externalIP,proto:port, externalTrafficPolicy Local", false},
+	{SetLoadBalancer, HashIPPort, "loadBalancerIP,proto:port, externalTrafficPolicy Cluster", false},
+	{SetLoadBalancerLocal, HashIPPort, "loadBalancerIP,proto:port, externalTrafficPolicy Local", false},
+	{SetLoadBalancerFW, HashIPPort, "loadBalancerIP,proto:port with loadBalancerSourceRanges", false},
+	{SetLBSourceCIDR, HashIPPortNet, "loadBalancerIP,proto:port,allowed source range", false},
+	{SetLBSourceIP, HashIPPortIP, "loadBalancerIP,proto:port,allowed source IP (endpoints, the node)", false},
+	{SetNodePort, HashIPPort, "nodeIP,proto:nodePort, externalTrafficPolicy Cluster", false},
+	{SetNodePortLocal, HashIPPort, "nodeIP,proto:nodePort, externalTrafficPolicy Local", false},
+	{SetVIPs, HashIP, "every address bound to kube-ipvs0", false},
+	{SetServiceCIDRs, HashNet, "the cluster's Service CIDRs", false},
+	{SetInClusterLocal, HashIPPort, "address,proto:port of externalTrafficPolicy Local, with the in-cluster mark", true},
 }
 
 // Name returns the name of the family's set with that base name: the base for IPv4 and
@@ -153,7 +164,7 @@ func Sets(cfg Config) []SetDef {
 	var out []SetDef
 	for _, f := range cfg.Families() {
 		for _, b := range familySets {
-			out = append(out, SetDef{Name: Name(b.base, f), Type: b.typ, Family: f, Comment: b.comment})
+			out = append(out, SetDef{Name: Name(b.base, f), Type: b.typ, Family: f, Comment: b.comment, SkbInfo: b.skbInfo})
 		}
 	}
 	out = append(out, SetDef{
@@ -173,6 +184,7 @@ func Sets(cfg Config) []SetDef {
 //	hash:ip,port,net  IP, Proto, Port, Net
 //	bitmap:port       Port
 //
+// Mark is the packet mark of an entry of a set with SkbInfo (0 in every other set).
 // Unused fields are zero, so entries can be map keys and compared with ==.
 type Entry struct {
 	IP    netip.Addr
@@ -180,6 +192,7 @@ type Entry struct {
 	Port  uint16
 	IP2   netip.Addr
 	Net   netip.Prefix // masked
+	Mark  uint32
 }
 
 // String renders the entry as the ipset tool does: "10.0.0.1,tcp:80",
@@ -206,6 +219,9 @@ func (e Entry) String() string {
 	if e.Net.IsValid() {
 		b.WriteString(",")
 		b.WriteString(e.Net.String())
+	}
+	if e.Mark != 0 {
+		fmt.Fprintf(&b, " skbmark %#x", e.Mark)
 	}
 	return b.String()
 }
@@ -285,6 +301,9 @@ func (d SetDef) Check(e Entry) error {
 	default:
 		errs = append(errs, bad("unknown set type"))
 	}
+	if (e.Mark != 0) != d.SkbInfo {
+		errs = append(errs, bad("a mark belongs in every entry of a skbinfo set and in no other"))
+	}
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -293,7 +312,7 @@ func (d SetDef) Check(e Entry) error {
 	return nil
 }
 
-// EntryLess orders entries by address, protocol, port, second address, network.
+// EntryLess orders entries by address, protocol, port, second address, network, mark.
 func EntryLess(a, b Entry) bool {
 	if c := a.IP.Compare(b.IP); c != 0 {
 		return c < 0
@@ -310,5 +329,8 @@ func EntryLess(a, b Entry) bool {
 	if c := a.Net.Addr().Compare(b.Net.Addr()); c != 0 {
 		return c < 0
 	}
-	return a.Net.Bits() < b.Net.Bits()
+	if a.Net.Bits() != b.Net.Bits() {
+		return a.Net.Bits() < b.Net.Bits()
+	}
+	return a.Mark < b.Mark
 }

@@ -11,8 +11,8 @@ import (
 func TestSetNames(t *testing.T) {
 	seen := map[SetName]bool{}
 	defs := Sets(Config{})
-	if len(defs) != 27 {
-		t.Errorf("%d sets, want 13 per family and the health-check set", len(defs))
+	if len(defs) != 29 {
+		t.Errorf("%d sets, want 14 per family and the health-check set", len(defs))
 	}
 	for _, d := range defs {
 		for _, n := range []SetName{d.Name, TempName(d.Name)} {
@@ -37,8 +37,8 @@ func TestSetNames(t *testing.T) {
 			t.Errorf("IPv6 set %s lacks the -6 suffix", d.Name)
 		}
 	}
-	if n := len(Sets(Config{IPv6: true})); n != 14 {
-		t.Errorf("IPv6 only: %d sets, want 14", n)
+	if n := len(Sets(Config{IPv6: true})); n != 15 {
+		t.Errorf("IPv6 only: %d sets, want 15", n)
 	}
 }
 

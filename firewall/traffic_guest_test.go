@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -108,10 +109,13 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 			netnstest.Run(t, "ip", "addr", "add", addr.String()+"/32", "dev", "kube-ipvs0")
 		}
 		for key, vs := range st.VSes {
-			ap := netip.AddrPortFrom(key.Addr, key.Port).String()
-			netnstest.Run(t, "ipvsadm", "-A", "-t", ap, "-s", "rr")
+			which := []string{"-t", netip.AddrPortFrom(key.Addr, key.Port).String()}
+			if key.FWMark != 0 {
+				which = []string{"-f", strconv.FormatUint(uint64(key.FWMark), 10)}
+			}
+			netnstest.Run(t, "ipvsadm", append(append([]string{"-A"}, which...), "-s", "rr")...)
 			for rs := range vs.Reals {
-				netnstest.Run(t, "ipvsadm", "-a", "-t", ap, "-r", netip.AddrPortFrom(rs.Addr, rs.Port).String(), "-m")
+				netnstest.Run(t, "ipvsadm", append(append([]string{"-a"}, which...), "-r", netip.AddrPortFrom(rs.Addr, rs.Port).String(), "-m")...)
 			}
 		}
 		tracker.UpdateMembers(map[model.ServiceName][]firewall.Member{

@@ -120,8 +120,12 @@ func podsOf(st *model.ServiceState) map[model.RSKey]model.EndpointChoice {
 
 func buildVS(vs *model.VirtualServer, pods map[model.RSKey]model.EndpointChoice, draining map[model.RSKey]time.Time, now time.Time) VirtualServer {
 	sched, flags, persist := specParts(vs.Spec)
-	out := VirtualServer{Protocol: vs.Key.Proto.String(), Address: netip.AddrPortFrom(vs.Key.Addr, vs.Key.Port).String(),
-		Kind: vs.Kind.String(), PortName: vs.PortName, Scheduler: sched, Flags: flags, Persistence: persist, Reals: []Real{}}
+	proto := vs.Key.Proto.String()
+	if vs.Key.FWMark != 0 {
+		proto = ""
+	}
+	out := VirtualServer{Protocol: proto, Address: netip.AddrPortFrom(vs.Key.Addr, vs.Key.Port).String(),
+		FWMark: vs.Key.FWMark, Kind: vs.Kind.String(), PortName: vs.PortName, Scheduler: sched, Flags: flags, Persistence: persist, Reals: []Real{}}
 	for rs, w := range vs.Reals {
 		out.Reals = append(out.Reals, Real{Address: rs.String(), Weight: w, Pod: pods[rs].Pod, Node: pods[rs].Node})
 	}

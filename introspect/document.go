@@ -80,8 +80,11 @@ const (
 
 // VirtualServer is one desired IPVS virtual server.
 type VirtualServer struct {
-	Protocol    string   `json:"protocol"`
-	Address     string   `json:"address"` // address:port, [v6]:port
+	Protocol string `json:"protocol"`
+	Address  string `json:"address"` // address:port, [v6]:port; 0.0.0.0:0 or [::]:0 with FWMark
+	// FWMark: a firewall-mark virtual server (the in-cluster path of an
+	// externalTrafficPolicy: Local port), of Address's family; Protocol is then empty.
+	FWMark      uint32   `json:"fwmark,omitempty"`
 	Kind        string   `json:"kind"`
 	PortName    string   `json:"portName"`
 	Scheduler   string   `json:"scheduler"`

@@ -32,7 +32,7 @@ func WriteText(w io.Writer, rows []Row, o TextOptions) error {
 		r := &rows[i]
 		_, flags := rowSpec(r)
 		fw = max(fw, len(flags))
-		aw = max(aw, len(addrPort(r.Key.Addr, r.Key.Port)))
+		aw = max(aw, len(vsAddress(r.Key)))
 		for _, rr := range r.Reals {
 			aw = max(aw, len(rr.RS.String())+3)
 		}
@@ -115,7 +115,7 @@ func writeRow(b *strings.Builder, r *Row, aw, fw int, o TextOptions) {
 		}
 		cols = append(cols, counterValues(c, o))
 	}
-	line := fmt.Sprintf("%-4s %-*s %-9s %-*s %s", r.Key.Proto, aw, addrPort(r.Key.Addr, r.Key.Port), sched, fw, flags, strings.Join(cols, " "))
+	line := fmt.Sprintf("%-4s %-*s %-9s %-*s %s", vsProto(r.Key), aw, vsAddress(r.Key), sched, fw, flags, strings.Join(cols, " "))
 	b.WriteString(strings.TrimRight(withDrift(line, r.Drift), " ") + "\n")
 	for i := range r.Reals {
 		writeReal(b, &r.Reals[i], aw, o)
@@ -222,3 +222,22 @@ func rowBinding(r *Row) string {
 }
 
 func addrPort(a netip.Addr, port uint16) string { return netip.AddrPortFrom(a, port).String() }
+
+// vsProto and vsAddress are a virtual server's first two columns, as ipvsadm -Ln prints
+// them: "FWM" and "MARK" (with "IPv6" for that family) for a firewall-mark one.
+func vsProto(k model.VSKey) string {
+	if k.FWMark != 0 {
+		return "FWM"
+	}
+	return k.Proto.String()
+}
+
+func vsAddress(k model.VSKey) string {
+	if k.FWMark == 0 {
+		return addrPort(k.Addr, k.Port)
+	}
+	if k.Addr.Is6() {
+		return fmt.Sprintf("%d IPv6", k.FWMark)
+	}
+	return fmt.Sprintf("%d", k.FWMark)
+}

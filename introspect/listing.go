@@ -165,6 +165,9 @@ func vsKey(vs *VirtualServer) (model.VSKey, error) {
 	if err != nil {
 		return model.VSKey{}, err
 	}
+	if vs.FWMark != 0 {
+		return model.FWMarkKey(vs.FWMark, ap.Addr().Is6()), nil
+	}
 	var proto model.Protocol
 	switch vs.Protocol {
 	case "TCP":

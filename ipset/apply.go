@@ -55,6 +55,9 @@ func (r *Reconciler) Apply(changes firewall.Changes) Result {
 				dels = append(dels, p)
 			}
 		}
+		if d.SkbInfo {
+			dels = remarked(s, adds, dels)
+		}
 		r.addOrRebuild(d, s, adds, &res)
 		if len(dels) > 0 {
 			todo = append(todo, work{d, dels})
@@ -64,6 +67,29 @@ func (r *Reconciler) Apply(changes firewall.Changes) Result {
 		r.deletions(w.d, w.dels, &res)
 	}
 	return res
+}
+
+// remarked drops from dels the entries that an addition gives another mark, and forgets
+// them in the cache: the kernel keys an entry without its mark, so the addition (which, as
+// ipset's -exist, overwrites an entry's extensions) replaces them, and deleting one after it
+// would delete the new entry.
+func remarked(s *set, adds, dels []firewall.Packed) []firewall.Packed {
+	if len(adds) == 0 || len(dels) == 0 {
+		return dels
+	}
+	added := make(map[firewall.Packed]bool, len(adds))
+	for _, p := range adds {
+		added[p.Unmarked()] = true
+	}
+	kept := dels[:0]
+	for _, p := range dels {
+		if added[p.Unmarked()] {
+			delete(s.entries, p)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept
 }
 
 // deletions deletes entries from a set (from its current cache entry, which a rebuild may

@@ -133,6 +133,9 @@ func (f *FakeKernel) Create(s Spec) error {
 	} else {
 		line += fmt.Sprintf(" hashsize %d maxelem %d", s.HashSize, s.MaxElem)
 	}
+	if s.SkbInfo {
+		line += " skbinfo"
+	}
 	if err := f.call("create", s.Name, line); err != nil {
 		return err
 	}
@@ -206,16 +209,21 @@ func (f *FakeKernel) adt(op string, n firewall.SetName, entries []firewall.Entry
 	if !ok {
 		return fmt.Errorf("%s %s: %w", op, n, ErrSetNotFound)
 	}
-	def := firewall.SetDef{Name: n, Type: s.spec.Type, Family: s.spec.Family, PortFrom: s.spec.PortFrom, PortTo: s.spec.PortTo}
+	def := firewall.SetDef{Name: n, Type: s.spec.Type, Family: s.spec.Family, PortFrom: s.spec.PortFrom, PortTo: s.spec.PortTo, SkbInfo: s.spec.SkbInfo}
 	for _, e := range entries {
 		if err := def.Check(e); err != nil {
 			return fmt.Errorf("%s %s: %w", op, n, err)
 		}
+		// As the kernel, key an entry without its mark: adding overwrites the mark of the
+		// entry there, deleting deletes it whatever its mark.
+		old, had := s.find(e)
 		if !add {
-			delete(s.entries, e)
+			delete(s.entries, old)
 			continue
 		}
-		if s.entries[e] {
+		if had {
+			delete(s.entries, old)
+			s.entries[e] = true
 			continue
 		}
 		if s.spec.Type != firewall.BitmapPort && len(s.entries) >= int(s.spec.MaxElem) {
@@ -224,6 +232,23 @@ func (f *FakeKernel) adt(op string, n firewall.SetName, entries []firewall.Entry
 		s.entries[e] = true
 	}
 	return nil
+}
+
+// find returns the entry with e's key (e without its mark) and whether there is one.
+func (s *fakeSet) find(e firewall.Entry) (firewall.Entry, bool) {
+	if s.entries[e] || e.Mark == 0 && !s.spec.SkbInfo {
+		return e, s.entries[e]
+	}
+	key := e
+	key.Mark = 0
+	for have := range s.entries {
+		h := have
+		h.Mark = 0
+		if h == key {
+			return have, true
+		}
+	}
+	return e, false
 }
 
 // sortedEntries returns the entries mapped to true, in firewall.EntryLess order.

@@ -17,6 +17,8 @@ type Spec struct {
 	HashSize, MaxElem uint32
 	// PortFrom and PortTo bound a bitmap:port set.
 	PortFrom, PortTo uint16
+	// SkbInfo: the set's entries carry a packet mark (firewall.SetDef.SkbInfo).
+	SkbInfo bool
 }
 
 // Header is a set's header as listed: its spec, how many entries it has, and how many
@@ -80,7 +82,7 @@ func Size(n int) (hashSize, maxElem uint32) {
 
 // specFor is the spec a set of that definition gets for n entries.
 func specFor(d firewall.SetDef, n int) Spec {
-	s := Spec{Name: d.Name, Type: d.Type, Family: d.Family, PortFrom: d.PortFrom, PortTo: d.PortTo}
+	s := Spec{Name: d.Name, Type: d.Type, Family: d.Family, PortFrom: d.PortFrom, PortTo: d.PortTo, SkbInfo: d.SkbInfo}
 	if d.Type != firewall.BitmapPort {
 		s.HashSize, s.MaxElem = Size(n)
 	}
@@ -95,6 +97,8 @@ func fits(h Spec, d firewall.SetDef, n int) error {
 		return fmt.Errorf("type %s, want %s", h.Type, d.Type)
 	case h.Family != d.Family:
 		return fmt.Errorf("family %s, want %s", h.Family, d.Family)
+	case h.SkbInfo != d.SkbInfo:
+		return fmt.Errorf("skbinfo %v, want %v", h.SkbInfo, d.SkbInfo)
 	case d.Type == firewall.BitmapPort && (h.PortFrom != d.PortFrom || h.PortTo != d.PortTo):
 		return fmt.Errorf("range %d-%d, want %d-%d", h.PortFrom, h.PortTo, d.PortFrom, d.PortTo)
 	case d.Type != firewall.BitmapPort && int(h.MaxElem) < n:

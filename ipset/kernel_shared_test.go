@@ -47,7 +47,14 @@ func samples(d firewall.SetDef) []firewall.Entry {
 	case firewall.HashIP:
 		return []firewall.Entry{{IP: x}, {IP: y}}
 	case firewall.HashIPPort:
-		return []firewall.Entry{{IP: x, Proto: model.TCP, Port: 80}, {IP: x, Proto: model.UDP, Port: 53}, {IP: y, Proto: model.SCTP, Port: 9}}
+		es := []firewall.Entry{{IP: x, Proto: model.TCP, Port: 80}, {IP: x, Proto: model.UDP, Port: 53}, {IP: y, Proto: model.SCTP, Port: 9}}
+		if d.SkbInfo {
+			// Marks with every byte distinct, the highest bit included: byte order shows.
+			for i := range es {
+				es[i].Mark = 0x81020304 + uint32(i)<<8
+			}
+		}
+		return es
 	case firewall.HashIPPortIP:
 		return []firewall.Entry{{IP: x, Proto: model.TCP, Port: 80, IP2: y}, {IP: y, Proto: model.UDP, Port: 53, IP2: y}}
 	case firewall.HashIPPortNet:

@@ -218,6 +218,9 @@ func (k *NetlinkKernel) Create(s Spec) error {
 			b = nlcodec.AppendBE32(b, nl.IPSET_ATTR_HASHSIZE|netByteOrder, s.HashSize)
 			b = nlcodec.AppendBE32(b, nl.IPSET_ATTR_MAXELEM|netByteOrder, s.MaxElem)
 		}
+		if s.SkbInfo {
+			b = nlcodec.AppendBE32(b, nl.IPSET_ATTR_CADT_FLAGS|netByteOrder, nl.IPSET_FLAG_WITH_SKBINFO)
+		}
 		return nlcodec.EndNest(b, data)
 	})
 	_, err = k.exec(req, "create "+string(s.Name))
@@ -302,6 +305,10 @@ func appendEntry(b []byte, e firewall.Entry) []byte {
 	if e.Net.IsValid() {
 		b = appendIP(b, nl.IPSET_ATTR_IP2, e.Net.Addr())
 		b = nlcodec.AppendU8(b, nl.IPSET_ATTR_CIDR2, uint8(e.Net.Bits()))
+	}
+	if e.Mark != 0 {
+		// The mark and, below it, the mask of the bits SET --map-mark sets: all of them.
+		b = nlcodec.AppendBE64(b, nl.IPSET_ATTR_SKBMARK|netByteOrder, uint64(e.Mark)<<32|0xffffffff)
 	}
 	return nlcodec.EndNest(b, data)
 }
@@ -448,6 +455,10 @@ func parseHeaderData(b []byte, h *Header) error {
 			h.PortFrom, err = a.BE16()
 		case nl.IPSET_ATTR_PORT_TO:
 			h.PortTo, err = a.BE16()
+		case nl.IPSET_ATTR_CADT_FLAGS:
+			var f uint32
+			f, err = a.BE32()
+			h.SkbInfo = f&nl.IPSET_FLAG_WITH_SKBINFO != 0
 		}
 		return err
 	})
@@ -490,6 +501,10 @@ func parseEntry(b []byte) (firewall.Entry, error) {
 		case nl.IPSET_ATTR_PROTO:
 			v, err = a.U8()
 			e.Proto = model.Protocol(v)
+		case nl.IPSET_ATTR_SKBMARK:
+			var m uint64
+			m, err = a.BE64()
+			e.Mark = uint32(m >> 32)
 		}
 		return err
 	})

@@ -433,3 +433,29 @@ func TestResyncSetsFromTheTrackerIntoExistingSets(t *testing.T) {
 	}
 	checkSet(t, f, defIPPort.Name, "10.0.0.1,tcp:80", "10.0.0.3,tcp:80")
 }
+
+// A set with marks: an entry whose mark changes is overwritten by one add (the kernel keys
+// entries without their marks), never added and then deleted, which would leave no entry.
+func TestApplyChangesAMarkInPlace(t *testing.T) {
+	def := firewall.SetDef{Name: "KIPVS-IN-CLUSTER-LOCAL", Type: firewall.HashIPPort, Family: firewall.IPv4, SkbInfo: true}
+	marked := func(m uint32) firewall.Entry { e := ipp("198.51.100.1", 80); e.Mark = m; return e }
+	f := NewFakeKernel()
+	r := New(f)
+	checkRes(t, r.Resync([]firewall.SetDef{def}, want(def.Name, marked(0x75802001))), 2)
+	checkOps(t, f, "list-headers",
+		"create KIPVS-IN-CLUSTER-LOCAL hash:ip,port inet hashsize 1024 maxelem 65536 skbinfo",
+		"add KIPVS-IN-CLUSTER-LOCAL 198.51.100.1,tcp:80 skbmark 0x75802001")
+
+	c := changes(true, def.Name, marked(0x75812001))
+	c[def.Name][marked(0x75802001)] = false
+	checkRes(t, r.Apply(c), 1)
+	checkOps(t, f, "add KIPVS-IN-CLUSTER-LOCAL 198.51.100.1,tcp:80 skbmark 0x75812001")
+	checkSet(t, f, def.Name, "198.51.100.1,tcp:80 skbmark 0x75812001")
+	// The cache agrees with the kernel: a Resync writes nothing.
+	checkRes(t, r.Resync([]firewall.SetDef{def}, want(def.Name, marked(0x75812001))), 0)
+
+	// An entry without a mark does not belong in it.
+	if res := r.Apply(changes(true, def.Name, ipp("198.51.100.2", 80))); len(res.Errors) == 0 {
+		t.Error("an entry without a mark was accepted")
+	}
+}

@@ -231,7 +231,7 @@ func fakeDeleteChain(t *Table, c string) error {
 
 func isTarget(t string) bool {
 	switch t {
-	case "ACCEPT", "DROP", "RETURN", "REJECT", "MASQUERADE", "MARK", "SNAT", "DNAT", "LOG":
+	case "ACCEPT", "DROP", "RETURN", "REJECT", "MASQUERADE", "MARK", "SET", "SNAT", "DNAT", "LOG":
 		return true
 	}
 	return false

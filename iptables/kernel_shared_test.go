@@ -41,11 +41,19 @@ func firstRules(save string) map[string]string {
 }
 
 // checkOurs checks a -save listing: every chain the input declares exists, and every
-// built-in chain the input jumps from has our jump first, once.
+// built-in chain the input jumps from has our jumps first (before any other rule), each once.
 func checkOurs(t *testing.T, family, input, save string) {
 	t.Helper()
 	s := ParseSave([]byte(save))
 	tbl := ""
+	ours := map[[2]string]int{} // table and built-in chain: how many jumps of ours
+	for _, line := range strings.Split(input, "\n") {
+		if f := Tokens(line); strings.HasPrefix(line, "*") {
+			tbl = line[1:]
+		} else if strings.HasPrefix(line, "-I ") {
+			ours[[2]string{tbl, f[1]}]++
+		}
+	}
 	for _, line := range strings.Split(input, "\n") {
 		switch {
 		case strings.HasPrefix(line, "*"):
@@ -58,8 +66,12 @@ func checkOurs(t *testing.T, family, input, save string) {
 		case strings.HasPrefix(line, "-I "):
 			f := Tokens(line)
 			rules := s.Table(tbl).Rules[f[1]]
-			if len(rules) == 0 || Target(Tokens(rules[0])) != Target(f) {
-				t.Errorf("%s: %s/%s does not start with the jump to %s: %q", family, tbl, f[1], Target(f), rules)
+			first := false
+			for _, r := range rules[:min(ours[[2]string{tbl, f[1]}], len(rules))] {
+				first = first || Target(Tokens(r)) == Target(f)
+			}
+			if !first {
+				t.Errorf("%s: %s/%s does not start with the jumps of ours, among them to %s: %q", family, tbl, f[1], Target(f), rules)
 			}
 			n := 0
 			for _, r := range rules {

@@ -26,6 +26,10 @@ func crossCheckVSes() []*model.VirtualServer {
 		withSpec(vs(key("[fd00:97:30::1]:443", model.TCP), "mh", "[fd00:244:30::1]:8443", 1, "[fd00:244:30::2]:8443", 4),
 			model.VSSpec{Scheduler: "mh", Flags: model.FlagSchedFallbk | model.FlagPersistent, Timeout: 60}),
 		vs(key("[fd00:97:30::2]:53", model.UDP), "nq", "[fd00:244:30::3]:53", 5),
+		// Firewall-mark virtual servers: keyed by mark and family only.
+		vs(model.FWMarkKey(model.InClusterMark(30130, model.TCP, -1), false), "rr", "10.244.30.7:8080", 1, "10.244.30.8:8080", 2),
+		withSpec(vs(model.FWMarkKey(model.InClusterMark(30130, model.TCP, -1), true), "rr", "[fd00:244:30::4]:8080", 1),
+			model.VSSpec{Scheduler: "rr", Flags: model.FlagPersistent, Timeout: 300}),
 	}
 }
 
@@ -38,7 +42,7 @@ func TestGuestOwnEncodingReadByMobyIPVS(t *testing.T) {
 	for _, v := range want {
 		deleteAtEnd(t, k, v.Key)
 	}
-	expectClean(t, r.Apply(changes(want...)), 7+11)
+	expectClean(t, r.Apply(changes(want...)), 9+14)
 
 	h, err := mobyipvs.New("")
 	if err != nil {

@@ -69,9 +69,14 @@ func appendService(b []byte, key model.VSKey, spec *model.VSSpec) []byte {
 		af, mask = unix.AF_INET6, 128
 	}
 	b = nlcodec.AppendU16(b, attrSvcAF, af)
-	b = nlcodec.AppendU16(b, attrSvcProtocol, uint16(key.Proto))
-	b = nlcodec.AppendAttr(b, attrSvcAddr, addrBytes(key.Addr))
-	b = nlcodec.AppendBE16(b, attrSvcPort, key.Port)
+	if key.FWMark != 0 {
+		// The kernel keys a firewall-mark service by family and mark only.
+		b = nlcodec.AppendU32(b, attrSvcFWMark, key.FWMark)
+	} else {
+		b = nlcodec.AppendU16(b, attrSvcProtocol, uint16(key.Proto))
+		b = nlcodec.AppendAttr(b, attrSvcAddr, addrBytes(key.Addr))
+		b = nlcodec.AppendBE16(b, attrSvcPort, key.Port)
+	}
 	if spec != nil {
 		b = nlcodec.AppendString(b, attrSvcSchedName, spec.Scheduler)
 		// struct ip_vs_flags: the flags, and the mask of those to change (all of them).
@@ -106,7 +111,7 @@ type listedService struct {
 	spec   model.VSSpec
 	af     uint16
 	fwmark uint32
-	ok     bool // a VSKey expresses it: not a firewall-mark service, a family and protocol we know
+	ok     bool // a VSKey expresses it: a family and protocol we know
 }
 
 // parseService reads one answer of the service table.
@@ -140,9 +145,15 @@ func parseService(attrs []byte) (listedService, error) {
 	if err != nil {
 		return ls, fmt.Errorf("virtual server in the listing: %w", err)
 	}
+	if ls.fwmark != 0 {
+		// Listed with family and mark only (no protocol, address or port).
+		ls.key = model.FWMarkKey(ls.fwmark, ls.af == unix.AF_INET6)
+		ls.ok = ls.af == unix.AF_INET || ls.af == unix.AF_INET6
+		return ls, nil
+	}
 	a, okAddr := addrOf(addr, ls.af)
 	ls.key.Addr, ls.key.Proto = a, model.Protocol(proto)
-	ls.ok = okAddr && ls.fwmark == 0 && proto <= 0xff
+	ls.ok = okAddr && proto <= 0xff
 	return ls, nil
 }
 

@@ -14,7 +14,7 @@ import (
 // service listing), so a test that counts calls counts kernel work.
 type Kernel interface {
 	// ListVirtualServers dumps every virtual server the model can express (address, protocol,
-	// port; not firewall-mark services) with its real servers. It fails rather than return a
+	// port, or firewall mark and family) with its real servers. It fails rather than return a
 	// dump it cannot trust (ErrDumpInterrupted).
 	ListVirtualServers() ([]*model.VirtualServer, error)
 	// GetVirtualServer reads one virtual server with its real servers; ErrNotFound if absent.

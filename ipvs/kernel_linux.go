@@ -137,7 +137,7 @@ func (k *netlinkKernel) listServices() (map[model.VSKey]model.VSSpec, error) {
 	var dup error
 	err := k.g.services(func(ls listedService) {
 		if !ls.ok {
-			return // a firewall-mark service, or a family we do not handle: not ours
+			return // a family we do not handle: not ours
 		}
 		if _, ok := out[ls.key]; ok && dup == nil {
 			dup = fmt.Errorf("list virtual servers: %s listed twice: %w", ls.key, ErrDumpInterrupted)
@@ -282,7 +282,13 @@ func notFound(err error, errnos ...unix.Errno) error {
 
 // keyOf converts a listed service to its key; false for services a VSKey cannot express.
 func keyOf(s *mobyipvs.Service) (model.VSKey, bool) {
-	if s.FWMark != 0 || (s.AddressFamily != unix.AF_INET && s.AddressFamily != unix.AF_INET6) || s.Protocol > 0xff {
+	if s.AddressFamily != unix.AF_INET && s.AddressFamily != unix.AF_INET6 {
+		return model.VSKey{}, false
+	}
+	if s.FWMark != 0 {
+		return model.FWMarkKey(s.FWMark, s.AddressFamily == unix.AF_INET6), true
+	}
+	if s.Protocol > 0xff {
 		return model.VSKey{}, false
 	}
 	addr, ok := netip.AddrFromSlice(s.Address)

@@ -36,8 +36,8 @@ func TestConversions(t *testing.T) {
 	if got := specOf(listedSvc); got != (model.VSSpec{Scheduler: "sh", Flags: model.FlagSchedPort}) {
 		t.Errorf("specOf = %+v", got)
 	}
-	if _, ok := keyOf(&mobyipvs.Service{AddressFamily: unix.AF_INET, FWMark: 7}); ok {
-		t.Error("a firewall-mark service got a key")
+	if k, ok := keyOf(&mobyipvs.Service{AddressFamily: unix.AF_INET6, FWMark: 7, Protocol: unix.IPPROTO_TCP}); !ok || k != model.FWMarkKey(7, true) {
+		t.Errorf("firewall-mark service: keyOf = %v, %v; want %v (mark and family only)", k, ok, model.FWMarkKey(7, true))
 	}
 }
 
@@ -50,6 +50,7 @@ func service(key model.VSKey, spec model.VSSpec) *mobyipvs.Service {
 		Address:       net.IP(key.Addr.AsSlice()),
 		Protocol:      uint16(key.Proto),
 		Port:          key.Port,
+		FWMark:        key.FWMark,
 		SchedName:     spec.Scheduler,
 		Flags:         spec.Flags & model.FlagsWeManage,
 		Timeout:       spec.Timeout,

@@ -16,7 +16,7 @@ var forwardNames = map[uint32]string{0: "Masq", 1: "Local", 2: "Tunnel", 3: "Rou
 
 // ReadTable reads every virtual server with its real servers, connection counts, counters
 // and rates, on a handle of its own (a read only: `kube-ipvs list` runs next to the
-// proxy). Firewall-mark virtual servers are left out, as model.VSKey cannot name them.
+// proxy), firewall-mark ones included (model.FWMarkKey).
 // Sorted by address, protocol, port; real servers by address, port.
 func ReadTable() ([]TableVS, error) {
 	var out []TableVS

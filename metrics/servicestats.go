@@ -184,8 +184,11 @@ type vsMetrics struct {
 
 func newVSMetrics(descs [statsKinds]*prometheus.Desc, r statsRow) *vsMetrics {
 	vm := &vsMetrics{}
-	vm.values = [5]string{r.svc.Name, r.svc.Namespace, r.port, r.s.Key.Proto.String(),
-		netip.AddrPortFrom(r.s.Key.Addr, r.s.Key.Port).String()}
+	vip := netip.AddrPortFrom(r.s.Key.Addr, r.s.Key.Port).String()
+	if r.s.Key.FWMark != 0 {
+		vip = r.s.Key.String() // a firewall-mark virtual server has no address of its own
+	}
+	vm.values = [5]string{r.svc.Name, r.svc.Namespace, r.port, r.s.Key.Proto.String(), vip}
 	names := [5]*string{&labelName, &labelNamespace, &labelPort, &labelProtocol, &labelVIP}
 	for i := range vm.pairs {
 		vm.pairs[i].Name = names[i]

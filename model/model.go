@@ -32,14 +32,34 @@ type ServiceName struct {
 
 func (s ServiceName) String() string { return s.Namespace + "/" + s.Name }
 
-// VSKey identifies an IPVS virtual server, as the kernel does: address, protocol, port.
+// VSKey identifies an IPVS virtual server, as the kernel does: address, protocol, port; or,
+// for a firewall-mark virtual server, mark and family (FWMarkKey).
 type VSKey struct {
 	Addr  netip.Addr
 	Proto Protocol
 	Port  uint16
+	// FWMark, when not 0, makes this a firewall-mark virtual server. The kernel keys those
+	// by mark and family alone, so Addr is only the family's unspecified address and Proto
+	// and Port are 0.
+	FWMark uint32
+}
+
+// FWMarkKey is the key of the firewall-mark virtual server of mark in one family.
+func FWMarkKey(mark uint32, is6 bool) VSKey {
+	if is6 {
+		return VSKey{Addr: netip.IPv6Unspecified(), FWMark: mark}
+	}
+	return VSKey{Addr: netip.IPv4Unspecified(), FWMark: mark}
 }
 
 func (k VSKey) String() string {
+	if k.FWMark != 0 {
+		fam := "IPv4"
+		if k.Addr.Is6() {
+			fam = "IPv6"
+		}
+		return fmt.Sprintf("FWM %#x %s", k.FWMark, fam)
+	}
 	return fmt.Sprintf("%s %s", k.Proto, netip.AddrPortFrom(k.Addr, k.Port))
 }
 
@@ -86,10 +106,13 @@ const (
 	KindExternalIP
 	KindLoadBalancer
 	KindNodePort
+	// KindInCluster is the firewall-mark virtual server that in-cluster clients of an
+	// externalTrafficPolicy: Local Service port reach (see InClusterMark).
+	KindInCluster
 )
 
 var kindNames = map[VSKind]string{KindClusterIP: "ClusterIP", KindExternalIP: "ExternalIP",
-	KindLoadBalancer: "LoadBalancer", KindNodePort: "NodePort"}
+	KindLoadBalancer: "LoadBalancer", KindNodePort: "NodePort", KindInCluster: "InCluster"}
 
 func (k VSKind) String() string { return EnumName(kindNames, k, "kind-") }
 
@@ -115,6 +138,11 @@ type VirtualServer struct {
 	Reals map[RSKey]uint32
 	// PortName is the Service port's name, for metrics labels; not part of the kernel state.
 	PortName string
+	// InClusterMark, on the external virtual servers of an externalTrafficPolicy: Local
+	// port, is the mark the firewall gives in-cluster traffic to this address and port, which
+	// sends it to the firewall-mark virtual server of that mark; 0 on all others. Not part
+	// of the kernel state of this virtual server.
+	InClusterMark uint32
 }
 
 // ServiceState is the desired kernel state of one Service: its virtual servers, the
@@ -249,5 +277,8 @@ func VSKeyLess(a, b VSKey) bool {
 	if a.Proto != b.Proto {
 		return a.Proto < b.Proto
 	}
-	return a.Port < b.Port
+	if a.Port != b.Port {
+		return a.Port < b.Port
+	}
+	return a.FWMark < b.FWMark
 }

@@ -121,6 +121,9 @@ func TestBuildServiceTrafficPolicy(t *testing.T) {
 	}
 	cfg := config(nodeIPs("192.168.1.10"))
 	all := []string{"10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080"}
+	// The firewall-mark virtual server of in-cluster traffic to the external addresses:
+	// nodePort 30080 (0x7580), our bit, TCP.
+	inCluster := "FWM 0x75802001 IPv4 rr"
 	bind := []string{"10.0.0.1", "192.0.2.1", "203.0.113.1"}
 	runBuildCases(t, []buildCase{{
 		name: "Cluster policies: every VS gets every endpoint",
@@ -133,9 +136,10 @@ func TestBuildServiceTrafficPolicy(t *testing.T) {
 		},
 		bind: bind,
 	}, {
-		name: "eTP Local: external, LB and NodePort VSes local only; ClusterIP all",
+		name: "eTP Local: external, LB and NodePort VSes local only; ClusterIP and in-cluster all",
 		svc:  ext(etpLocal), slices: mixed, cfg: cfg,
 		want: []string{
+			vs(inCluster, all...),
 			vs(cip, all...),
 			vs("TCP 192.0.2.1:80 rr", "10.1.0.1:8080"),
 			vs("TCP 192.168.1.10:30080 rr", "10.1.0.1:8080"),
@@ -153,9 +157,10 @@ func TestBuildServiceTrafficPolicy(t *testing.T) {
 		},
 		bind: bind,
 	}, {
-		name: "eTP and iTP Local: every VS local only",
+		name: "eTP and iTP Local: every address VS local only; in-cluster traffic to external addresses all",
 		svc:  ext(etpLocal, itpLocal), slices: mixed, cfg: cfg,
 		want: []string{
+			vs(inCluster, all...),
 			vs(cip, "10.1.0.1:8080"),
 			vs("TCP 192.0.2.1:80 rr", "10.1.0.1:8080"),
 			vs("TCP 192.168.1.10:30080 rr", "10.1.0.1:8080"),
@@ -163,9 +168,10 @@ func TestBuildServiceTrafficPolicy(t *testing.T) {
 		},
 		bind: bind,
 	}, {
-		name: "eTP Local with no local endpoint: external VSes empty",
+		name: "eTP Local with no local endpoint: external VSes empty, in-cluster ones remote",
 		svc:  ext(etpLocal), slices: remoteOnly, cfg: cfg,
 		want: []string{
+			vs(inCluster, "10.1.0.2:8080"),
 			vs(cip, "10.1.0.2:8080"),
 			vs("TCP 192.0.2.1:80 rr"),
 			vs("TCP 192.168.1.10:30080 rr"),
@@ -177,6 +183,7 @@ func TestBuildServiceTrafficPolicy(t *testing.T) {
 		svc:  ext(etpLocal), cfg: cfg,
 		slices: one(ep("10.1.0.1", local, draining), ep("10.1.0.2")),
 		want: []string{
+			vs(inCluster, "10.1.0.2:8080"),
 			vs(cip, "10.1.0.2:8080"),
 			vs("TCP 192.0.2.1:80 rr", "10.1.0.1:8080"),
 			vs("TCP 192.168.1.10:30080 rr", "10.1.0.1:8080"),

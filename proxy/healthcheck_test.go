@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -147,12 +148,13 @@ func rsKey(s string) model.RSKey {
 
 // TestBuildServiceHealthCheckLocalPolicy: fail open is decided per set of real servers, so a
 // Local virtual server whose only local endpoint fails keeps it while the cluster-wide one
-// takes it out.
+// takes it out (as does the in-cluster firewall-mark one, which has every endpoint).
 func TestBuildServiceHealthCheckLocalPolicy(t *testing.T) {
 	svc := service(check("tcp"), etpLocal, ports(tcp("http", 80, 30080)))
 	slc := []*discoveryv1.EndpointSlice{v4("a", httpPort, ep("10.1.0.1", local), ep("10.1.0.2"))}
 	st := BuildService(svc, slc, config(nodeIPs("192.168.0.10"), unhealthy("10.1.0.1:8080")))
 	want := []string{
+		weighted(fmt.Sprintf("FWM %#x IPv4 rr", model.InClusterMark(30080, model.TCP, -1)), "10.1.0.1:8080 weight 0", "10.1.0.2:8080 weight 1"),
 		weighted("TCP 10.0.0.1:80 rr", "10.1.0.1:8080 weight 0", "10.1.0.2:8080 weight 1"),
 		vs("TCP 192.168.0.10:30080 rr", "10.1.0.1:8080"),
 	}

@@ -28,6 +28,7 @@ func TestBuildServiceCarriesKindsAndPolicy(t *testing.T) {
 		"TCP 192.0.2.1:80":       model.KindExternalIP,
 		"TCP 203.0.113.1:80":     model.KindLoadBalancer,
 		"TCP 192.168.1.10:30080": model.KindNodePort,
+		"FWM 0x75802001 IPv4":    model.KindInCluster,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("virtual servers %v, want %v (ipMode Proxy ingress must have none)", got, want)

@@ -41,6 +41,9 @@ func BuildService(svc *v1.Service, slices []*discoveryv1.EndpointSlice, cfg *Con
 		slices: serviceSlices(svc, slices), cfg: cfg, probs: &probs,
 		itpLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
 		etpLocal: etpLocal, vips: vips, nodeIPs: nodeVIPs(cfg, serviceFamilies(svc, vips.cluster)), svcPorts: svc.Spec.Ports}
+	if hc := svc.Spec.HealthCheckNodePort; hc > 0 && hc <= 65535 {
+		pb.healthCheckNodePort = uint16(hc)
+	}
 	for i := range svc.Spec.Ports {
 		pb.addPort(i, &svc.Spec.Ports[i])
 	}
@@ -140,6 +143,9 @@ type portBuilder struct {
 	vips               serviceVIPs
 	nodeIPs            []netip.Addr
 	svcPorts           []v1.ServicePort
+	// healthCheckNodePort is the Service's, if valid: the in-cluster mark of a port without a
+	// node port (model.InClusterMark).
+	healthCheckNodePort uint16
 
 	// Per port, reset by addPort.
 	sp       *v1.ServicePort
@@ -148,6 +154,7 @@ type portBuilder struct {
 	epsDone  [2]bool
 	reals    [2][2]map[model.RSKey]uint32 // by family, then policy: 0 cluster, 1 local
 	realDone [2][2]bool
+	external []*model.VirtualServer // the port's virtual servers under externalTrafficPolicy: Local
 }
 
 // addPort adds the virtual servers of spec.ports[i]. Order matters only if two sources name
@@ -164,7 +171,7 @@ func (pb *portBuilder) addPort(i int, sp *v1.ServicePort) {
 	}
 	pb.sp, pb.proto = sp, proto
 	pb.reportDuplicates(i, sp, proto)
-	pb.epsDone, pb.realDone = [2]bool{}, [2][2]bool{}
+	pb.epsDone, pb.realDone, pb.external = [2]bool{}, [2][2]bool{}, pb.external[:0]
 	pb.add(pb.vips.cluster, uint16(sp.Port), model.KindClusterIP, pb.itpLocal)
 	pb.add(pb.vips.external, uint16(sp.Port), model.KindExternalIP, pb.etpLocal)
 	pb.add(pb.vips.lb, uint16(sp.Port), model.KindLoadBalancer, pb.etpLocal)
@@ -174,6 +181,36 @@ func (pb *portBuilder) addPort(i int, sp *v1.ServicePort) {
 		pb.probs.add(ReasonInvalidPort, "spec.ports[%d] (name %q) nodePort %d is not in 1..65535; no NodePort virtual servers for it", i, sp.Name, sp.NodePort)
 	default:
 		pb.add(pb.nodeIPs, uint16(sp.NodePort), model.KindNodePort, pb.etpLocal)
+	}
+	pb.addInCluster(i, sp)
+}
+
+// addInCluster gives in-cluster clients (pods, the node) of an externalTrafficPolicy: Local
+// port every endpoint, as Kubernetes wants, while outside clients keep only the local ones
+// and their address: each external virtual server of the port gets the port's mark
+// (model.InClusterMark), which the firewall sets on in-cluster traffic to it, and each of
+// their families a firewall-mark virtual server of that mark with the endpoints of the
+// cluster policy. kube-proxy's IPVS mode instead gives the address virtual servers every
+// endpoint when none is local, which sends outside clients to other nodes unmasqueraded.
+func (pb *portBuilder) addInCluster(i int, sp *v1.ServicePort) {
+	if len(pb.external) == 0 {
+		return
+	}
+	mark := model.InClusterMark(pb.healthCheckNodePort, pb.proto, i)
+	if sp.NodePort >= 1 && sp.NodePort <= 65535 {
+		mark = model.InClusterMark(uint16(sp.NodePort), pb.proto, -1)
+	}
+	if mark == 0 {
+		return // no node port to derive a mark from: in-cluster clients get the local endpoints
+	}
+	for _, vs := range pb.external {
+		vs.InClusterMark = mark
+		key := model.FWMarkKey(mark, vs.Key.Addr.Is6())
+		if _, done := pb.st.VSes[key]; !done {
+			reals := pb.realsFor(key.Addr.Is6(), false)
+			pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: checkedSpec(pb.spec, reals), Kind: model.KindInCluster,
+				Reals: reals, PortName: sp.Name}
+		}
 	}
 }
 
@@ -211,7 +248,11 @@ func (pb *portBuilder) add(addrs []netip.Addr, port uint16, kind model.VSKind, l
 			continue // reported by reportDuplicates if two ports collide
 		}
 		reals := pb.realsFor(a.Is6(), local)
-		pb.st.VSes[key] = &model.VirtualServer{Key: key, Spec: checkedSpec(pb.spec, reals), Kind: kind, Reals: reals, PortName: pb.sp.Name}
+		vs := &model.VirtualServer{Key: key, Spec: checkedSpec(pb.spec, reals), Kind: kind, Reals: reals, PortName: pb.sp.Name}
+		pb.st.VSes[key] = vs
+		if local && kind != model.KindClusterIP {
+			pb.external = append(pb.external, vs)
+		}
 		if kind != model.KindNodePort && !pb.vips.nodeOwn[a] {
 			pb.st.Bind[a] = true
 		}

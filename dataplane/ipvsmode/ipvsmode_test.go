@@ -261,3 +261,65 @@ func runController(t *testing.T, client *fake.Clientset, dp *Dataplane, host []n
 	t.Cleanup(func() { cancel(); <-done })
 	return ctl
 }
+
+// An externalTrafficPolicy: Local NodePort whose endpoints are all on other nodes: the node
+// port's virtual server stays empty for outside clients, the firewall-mark one has every
+// endpoint and its mark is in the in-cluster set; an endpoint more costs the ClusterIP and
+// the firewall-mark real server and one hairpin entry (3 writes), a no-op nothing.
+func TestLocalPolicyInClusterVirtualServer(t *testing.T) {
+	s, sl := svc(0)
+	s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal
+	s.Spec.Ports[0].NodePort = 30080
+	client := fake.NewClientset(s, sl)
+	ipvsK := ipvs.NewFakeKernel()
+	setsK := ipset.NewFakeKernel()
+	ctl := runController(t, client, fakeDataplane(ipvsK, dummyif.NewFakeNetlink(), setsK, iptables.NewFakeExec()),
+		[]netip.Addr{netip.MustParseAddr("192.168.1.10")}, nil)
+	wait := func(what string, syncs int, cond func(controller.Stats) bool) controller.Stats {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if st := ctl.Stats(); int(st.TotalSyncs) > syncs && cond(st) {
+				return st
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		t.Fatalf("%s: last stats %+v", what, ctl.Stats())
+		return controller.Stats{}
+	}
+	st := wait("full sync", 0, func(controller.Stats) bool { return true })
+	mark := model.InClusterMark(30080, model.TCP, -1)
+	fwm := model.FWMarkKey(mark, false)
+	np := model.VSKey{Addr: netip.MustParseAddr("192.168.1.10"), Proto: model.TCP, Port: 30080}
+	if vs, err := ipvsK.GetVirtualServer(fwm); err != nil || len(vs.Reals) != 3 {
+		t.Fatalf("firewall-mark virtual server: %v %v, want the 3 (remote) endpoints", vs, err)
+	}
+	if vs, err := ipvsK.GetVirtualServer(np); err != nil || len(vs.Reals) != 0 {
+		t.Fatalf("node port virtual server: %v %v, want no real server (no local endpoint)", vs, err)
+	}
+	wantEntry := fmt.Sprintf("192.168.1.10,tcp:30080 skbmark %#x", mark)
+	if _, entries, ok := setsK.Get(firewall.SetInClusterLocal); !ok || !slices.Equal(entries, []string{wantEntry}) {
+		t.Fatalf("in-cluster set: %v, want [%s]", entries, wantEntry)
+	}
+
+	sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.3.9"},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	if err := client.Tracker().Update(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), sl, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	st = wait("endpoint sync", int(st.TotalSyncs), func(controller.Stats) bool { return true })
+	if st.IPVSWrites != 2 || st.SetWrites != 1 || st.AddrWrites != 0 || st.Restores != 0 {
+		t.Fatalf("an endpoint change: %+v, want 2 IPVS writes (ClusterIP, firewall mark) and 1 ipset write", st)
+	}
+	if vs, err := ipvsK.GetVirtualServer(fwm); err != nil || len(vs.Reals) != 4 {
+		t.Fatalf("firewall-mark virtual server after the change: %v %v", vs, err)
+	}
+	s.Annotations = map[string]string{"touched": "yes"}
+	if err := client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("services"), s, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	st = wait("no-op sync", int(st.TotalSyncs), func(controller.Stats) bool { return true })
+	if st.IPVSWrites+st.AddrWrites+st.SetWrites+st.Restores != 0 {
+		t.Fatalf("a no-op sync wrote: %+v", st)
+	}
+}

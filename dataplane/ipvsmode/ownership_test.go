@@ -48,3 +48,29 @@ func TestRouteBindingHasNoAddressWatcher(t *testing.T) {
 		}
 	}
 }
+
+// Firewall-mark virtual servers are the proxy's only with the layout of its in-cluster marks
+// (a CNI's or an operator's other marks are left alone), in either family.
+func TestOwnsFirewallMarkVirtualServer(t *testing.T) {
+	cfg := Config{NodePortMin: 30000, NodePortMax: 32767}
+	none := func(netip.Addr) bool { return false }
+	for _, tc := range []struct {
+		mark uint32
+		want bool
+	}{
+		{model.InClusterMark(30101, model.TCP, -1), true},
+		{model.InClusterMark(32201, model.SCTP, 3), true}, // by the health-check node port
+		{1, false},                  // ipvsadm -A -f 1
+		{0x4000, false},             // a masquerade mark
+		{0x2001, false},             // our bit, but no port
+		{30101<<16 | 0x2000, false}, // no protocol
+		{30101<<16 | 0x6001, false}, // the masquerade bit set
+	} {
+		for _, is6 := range []bool{false, true} {
+			k := model.FWMarkKey(tc.mark, is6)
+			if got := cfg.OwnsVirtualServer(k, none, none); got != tc.want {
+				t.Errorf("%s: owned %v, want %v", k, got, tc.want)
+			}
+		}
+	}
+}

@@ -129,6 +129,9 @@ func (a Attr) BE16() (uint16, error) { return read(a, 2, binary.BigEndian.Uint16
 // BE32 reads a 32-bit value in network byte order.
 func (a Attr) BE32() (uint32, error) { return read(a, 4, binary.BigEndian.Uint32) }
 
+// BE64 reads a 64-bit value in network byte order.
+func (a Attr) BE64() (uint64, error) { return read(a, 8, binary.BigEndian.Uint64) }
+
 // read decodes the first n bytes of the value with get; a shorter value is an error.
 func read[T any](a Attr, n int, get func([]byte) T) (T, error) {
 	if len(a.Value) < n {

@@ -82,6 +82,11 @@ func AppendBE32(b []byte, typ uint16, v uint32) []byte {
 	return binary.BigEndian.AppendUint32(appendAttrHeader(b, typ, 4), v)
 }
 
+// AppendBE64 appends a 64-bit attribute in network byte order (see AppendBE16).
+func AppendBE64(b []byte, typ uint16, v uint64) []byte {
+	return binary.BigEndian.AppendUint64(appendAttrHeader(b, typ, 8), v)
+}
+
 // BeginNest appends the header of a nested attribute (NLA_F_NESTED is added to typ) and
 // returns where it starts; EndNest(b, start) closes it after its content is appended.
 func BeginNest(b []byte, typ uint16) ([]byte, int) {

@@ -60,11 +60,18 @@ func (p *proxyProc) Log() string {
 // quick to observe. It is killed when the test ends, and its log is shown if the test failed.
 func startProxy(t *testing.T, dir string, extra ...string) *proxyProc {
 	t.Helper()
-	args := append([]string{"run", "--manifests", dir, "--hostname-override", nodeName,
+	return startProxyAs(t, nodeName, func(f func() error) error { return f() }, dir, extra...)
+}
+
+// startProxyAs is startProxy for the node named node, started by within (which runs the
+// start in the node's network namespace, say).
+func startProxyAs(t *testing.T, node string, within func(func() error) error, dir string, extra ...string) *proxyProc {
+	t.Helper()
+	args := append([]string{"run", "--manifests", dir, "--hostname-override", node,
 		"--sync-period", "2s", "--min-sync-period", "50ms", "--log-level", "debug"}, extra...)
 	p := &proxyProc{t: t, cmd: exec.Command(binary, args...)}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
+	if err := within(p.cmd.Start); err != nil {
 		t.Fatalf("start kube-ipvs: %v", err)
 	}
 	t.Cleanup(func() {
@@ -196,9 +203,14 @@ func ipvsadm(t *testing.T, args ...string) string {
 // real servers), or "" if absent.
 func vsBlock(t *testing.T, proto, addrPort string) string {
 	t.Helper()
+	return blockOf(ipvsadm(t), proto, addrPort)
+}
+
+// blockOf is vsBlock of an ipvsadm -Ln output.
+func blockOf(table, proto, addrPort string) string {
 	var block []string
 	in := false
-	for _, line := range strings.Split(ipvsadm(t), "\n") {
+	for _, line := range strings.Split(table, "\n") {
 		if !strings.HasPrefix(line, "  ->") {
 			in = strings.HasPrefix(line, fmt.Sprintf("%-5s%s ", proto, addrPort))
 		}

@@ -18,6 +18,10 @@ type svcOpts struct {
 	nodePort             int
 	affinity             bool
 	family               string // IPv4 (default) or IPv6
+	// externalLocal and internalLocal set the traffic policies to Local, with the given
+	// health-check node port for the first.
+	externalLocal, internalLocal bool
+	healthCheckNodePort          int
 }
 
 func serviceYAML(o svcOpts) string {
@@ -38,6 +42,12 @@ func serviceYAML(o svcOpts) string {
 	fmt.Fprintf(&b, "spec:\n  type: %s\n  clusterIP: %s\n  clusterIPs: [%s]\n", o.typ, o.clusterIP, o.clusterIP)
 	if len(o.externalIPs) > 0 {
 		fmt.Fprintf(&b, "  externalIPs: [%s]\n", strings.Join(o.externalIPs, ", "))
+	}
+	if o.externalLocal {
+		fmt.Fprintf(&b, "  externalTrafficPolicy: Local\n  healthCheckNodePort: %d\n", o.healthCheckNodePort)
+	}
+	if o.internalLocal {
+		b.WriteString("  internalTrafficPolicy: Local\n")
 	}
 	if o.affinity {
 		b.WriteString("  sessionAffinity: ClientIP\n  sessionAffinityConfig: {clientIP: {timeoutSeconds: 300}}\n")
