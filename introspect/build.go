@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
@@ -24,7 +25,9 @@ type Input struct {
 	// iptables mode). Without NodeIPs, the addresses of the NodePort virtual servers
 	// stand in for them (the node IPs a repair gives the mode).
 	Firewall *firewall.Config
-	Now      time.Time
+	// Checks returns the backend checker's state of a Service's endpoints (nil: no checker).
+	Checks func(model.ServiceName) []backendcheck.EndpointState
+	Now    time.Time
 }
 
 // Build renders the desired state as a Document, Services sorted by name and everything
@@ -86,6 +89,7 @@ func buildService(st *model.ServiceState, in Input, rules []string) Service {
 	if in.Firewall != nil {
 		s.SetEntries, s.Rules = setsAndRules(st, *in.Firewall, rules)
 	}
+	s.HealthCheck = healthCheckOf(st, in.Checks)
 	return s
 }
 

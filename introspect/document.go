@@ -60,6 +60,29 @@ type Service struct {
 	// Service: the entries are what make it apply to this one).
 	Rules    []string  `json:"rules,omitempty"`
 	Problems []Problem `json:"problems,omitempty"`
+	// HealthCheck is the Service's opt-in backend health check (kube-ipvs.io/health-check),
+	// with each checked endpoint's state; nil when it asks for none.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+}
+
+// HealthCheck is how the node checks a Service's endpoints, and what it found.
+type HealthCheck struct {
+	Probe              string  `json:"probe"` // "tcp" or "http:/path"
+	IntervalSeconds    float64 `json:"intervalSeconds"`
+	TimeoutSeconds     float64 `json:"timeoutSeconds"`
+	HealthyThreshold   int     `json:"healthyThreshold"`
+	UnhealthyThreshold int     `json:"unhealthyThreshold"`
+	Endpoints          []Check `json:"endpoints"`
+}
+
+// Check is one endpoint's check state. State is "healthy", "unhealthy" (at weight 0 while
+// other endpoints pass) or "pending" (no verdict from this node's checker yet).
+type Check struct {
+	Address   string    `json:"address"`
+	State     string    `json:"state"`
+	Checks    int       `json:"checks"`
+	LastCheck time.Time `json:"lastCheck,omitzero"`
+	LastError string    `json:"lastError,omitempty"`
 }
 
 // VIP is one address of a Service and how the node holds it.

@@ -50,6 +50,7 @@ func WriteExplain(w io.Writer, s *Service) error {
 	for _, e := range s.Endpoints {
 		fmt.Fprintf(&b, "    port %-10q policy %-7s %-40s %-24s %s\n", e.PortName, e.Policy, e.Address, orDash(e.Pod)+" on "+orDash(e.Node), choiceText(e))
 	}
+	writeHealthCheck(&b, s.HealthCheck)
 	section(&b, "ipset entries", len(s.SetEntries), "none")
 	for _, e := range s.SetEntries {
 		fmt.Fprintf(&b, "    %s\n", e)
@@ -111,4 +112,21 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writeHealthCheck shows the Service's backend check and each endpoint's state: why an
+// endpoint a slice calls ready may still be at weight 0.
+func writeHealthCheck(b *strings.Builder, hc *HealthCheck) {
+	if hc == nil {
+		return
+	}
+	fmt.Fprintf(b, "  health check from this node: %s every %gs, timeout %gs, %d passes to come back, %d failures to go out\n",
+		hc.Probe, hc.IntervalSeconds, hc.TimeoutSeconds, hc.HealthyThreshold, hc.UnhealthyThreshold)
+	for _, c := range hc.Endpoints {
+		line := fmt.Sprintf("    %-40s %-9s checks %d", c.Address, c.State, c.Checks)
+		if c.LastError != "" {
+			line += " last error: " + c.LastError
+		}
+		b.WriteString(line + "\n")
+	}
 }

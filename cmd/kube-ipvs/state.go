@@ -38,7 +38,8 @@ func serveState(ctx context.Context, o runOptions, node, mode string, nodePortCI
 	drains, _ := dp.(drainReporter)
 	own := ownershipOf(o, nodePortCIDRs)
 	doc := func() introspect.Document {
-		in := introspect.Input{Node: node, Mode: mode, Ownership: own, Services: ctl.DesiredServices(), Firewall: fw, Now: time.Now()}
+		in := introspect.Input{Node: node, Mode: mode, Ownership: own, Services: ctl.DesiredServices(), Firewall: fw,
+			Checks: ctl.CheckStates, Now: time.Now()}
 		if drains != nil {
 			in.Draining = drains.DrainDeadlines()
 		}
