@@ -23,7 +23,10 @@ import (
 // The figures (the whole repair a change used to wait for, the longest step, the change's
 // own time) are logged.
 func TestGuestChangeDuringASteppedRepair(t *testing.T) {
-	guestutil.RequireGuest(t)
+	// A namespace of its own: the dataplane installs its ipsets and iptables rules as well,
+	// which, left in the guest's root namespace, broke the traffic of the packages tested
+	// after this one (the ipvs package's connections through virtual servers timed out).
+	guestutil.EnterNode(t)
 	const n, budget, link = 2000, 50, "kt-steps"
 	dp, err := New(Config{Firewall: firewall.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
 		NodePortMin: 30000, NodePortMax: 32767}, link, 0, "", nil, discard)

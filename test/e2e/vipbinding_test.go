@@ -270,8 +270,13 @@ func TestVIPBindingRestartConvertsKeepingConnections(t *testing.T) {
 		onLink := addForeignLocalRoute(t, "kube-ipvs0", "10.96.22.7/32", unix.RTPROT_STATIC, 0)
 		sameVIP := addForeignLocalRoute(t, "kube-ipvs0", "10.96.22.1/32", unix.RTPROT_STATIC, 0)
 		elsewhere := addForeignLocalRoute(t, "node0", "10.96.22.8/32", dummyif.RouteProtocol, dummyif.RouteMetric)
-		repairs := strings.Count(p.Log(), `full=true`)
-		eventually(t, firstSync, "two more repairs", func() bool { return strings.Count(p.Log(), `full=true`) >= repairs+2 })
+		// A periodic repair is a stepped cycle ("repair cycle done"), or a full sync when it
+		// runs in one go.
+		repairsDone := func() int {
+			return strings.Count(p.Log(), `msg="repair cycle done"`) + strings.Count(p.Log(), `full=true`)
+		}
+		repairs := repairsDone()
+		eventually(t, firstSync, "two more repairs", func() bool { return repairsDone() >= repairs+2 })
 		defer func() {
 			for _, r := range []*netlink.Route{onLink, sameVIP, elsewhere} {
 				if !routeThere(t, r) {
