@@ -104,6 +104,23 @@ func fakeResult(n int, scale float64) *Result {
 			r.Changes[k] = append(r.Changes[k], Sample{Seconds: 0.03 + 0.01*float64(i+j), APISeconds: 0.02, Writes: w, SyncSeconds: 0.005})
 		}
 	}
+	r.Restart = &Sample{Seconds: 3 * scale, Writes: map[string]int{}}
+	return r
+}
+
+// withChurn makes r a route-binding result with a churn whose p99 is p99 seconds.
+func withChurn(r *Result, p99 float64) *Result {
+	r.Binding = "route"
+	r.RepairStep = 200
+	c := &Churn{Rate: 5, Seconds: 100, Changes: 100, Writes: map[string]int{"ipvs": 150, "ipset": 100},
+		Cycles: []Cycle{{EndedAt: 40, Seconds: 10, LongestStep: 0.02}, {EndedAt: 90, Seconds: 10, LongestStep: 0.02}}}
+	for i := range 100 {
+		c.Latencies = append(c.Latencies, 0.02)
+		c.SentAt = append(c.SentAt, float64(i))
+	}
+	c.Latencies[99] = p99
+	c.Latencies[98] = p99
+	r.Churn = c
 	return r
 }
 
@@ -113,7 +130,8 @@ func TestReportFromConsoleLog(t *testing.T) {
 	dir := t.TempDir()
 	var log bytes.Buffer
 	log.WriteString("=== bench: kernel 6.1.0-test\nnoise\n")
-	for _, r := range []*Result{fakeResult(10000, 9), fakeResult(1000, 1), fakeResult(50000, 50)} {
+	for _, r := range []*Result{fakeResult(10000, 9), fakeResult(1000, 1), fakeResult(50000, 50),
+		withChurn(fakeResult(1000, 1), 0.05), withChurn(fakeResult(50000, 50), 0.5)} {
 		b, _ := json.Marshal(r)
 		log.WriteString("[  12.3] " + ResultPrefix + string(b) + "\r\n")
 	}
@@ -126,7 +144,7 @@ func TestReportFromConsoleLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs, err := ReadResults(js)
-	if err != nil || len(rs) != 3 || rs[0].N != 1000 || rs[2].N != 50000 {
+	if err != nil || len(rs) != 5 || rs[0].N != 1000 || rs[0].BindingOf() != "address" || rs[1].Binding != "route" || rs[4].N != 50000 {
 		t.Fatalf("the JSON reads back as %d results (%v)", len(rs), err)
 	}
 	f, err := os.Open(img)
@@ -138,14 +156,20 @@ func TestReportFromConsoleLog(t *testing.T) {
 		t.Fatalf("chart: %v", err)
 	}
 	doc, _ := os.ReadFile(md)
-	for _, want := range []string{"## Machine", "## Cold start", "## One change", "## Memory", "## Targets",
+	for _, want := range []string{"## Machine", "## Cold start and restart", "## One change", "## Churn", "## Memory", "## Targets",
+		"| 50,000 | route | 100 | 100.0 s | 2: 10.0 s, 20 ms; 10.0 s, 20 ms |", "during cycles",
 		"## Compared with kube-proxy", "## Reproduce", "docs/bench.png", "| 50,000 |", "9.0x"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("the report lacks %q", want)
 		}
 	}
-	// 50x the time for 50x the Services passes; 50 x 100 MiB RSS does not.
-	if !strings.Contains(string(doc), "= 50.0 (N grew 50x) | pass |") || !strings.Contains(string(doc), "| **miss** |") {
-		t.Errorf("targets judged wrongly:\n%s", doc)
+	// 50x the time for 50x the Services passes with routes; 50 x 100 MiB RSS does not; a
+	// churn p99 of 50 ms against an idle 50 ms passes, 500 ms does not.
+	for _, want := range []string{"route binding <= 60 | 300.0 s / 6.00 s = 50.0 (N grew 50x) | pass |",
+		"| peak RSS at 50k, the store counted apart, <= 700 MiB |", "1k route: 50 ms vs 50 ms (1.0x, 2 cycles); 50k route: 500 ms vs 50 ms (10.0x, 2 cycles) | **miss** |",
+		"| churn p99 at 50k <= 2 x at 1k (route) | 500 ms vs 50 ms (10.00x) | **miss** |"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("targets judged wrongly: no %q in\n%s", want, doc)
+		}
 	}
 }

@@ -50,7 +50,12 @@ func ReadResults(path string) ([]*Result, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no results", path)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].N < out[j].N })
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].N != out[j].N {
+			return out[i].N < out[j].N
+		}
+		return out[i].BindingOf() < out[j].BindingOf()
+	})
 	return out, nil
 }
 
@@ -213,6 +218,7 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	first, last := rs[0], rs[len(rs)-1]
+	primary := primaryResults(rs)
 
 	p("# Benchmarks\n\n")
 	p("Scale of kube-ipvs from %s to %s Services (x %d endpoints), on a real kernel. Measured %s\n",
@@ -257,44 +263,7 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("- after the cold start the kernel is read back in full and compared with what N Services\n")
 	p("  must give (virtual and real servers, addresses, set entries).\n\n")
 
-	p("## Cold start\n\n")
-	p("From `controller.Run` (informers listing everything) to the kernel holding everything:\n")
-	p("every virtual server with all its real servers (read through a separate IPVS socket) and\n")
-	p("the first full sync ended (every `kube-ipvs0` address, set entry and rule written); writes\n")
-	p("are that sync's.\n\n")
-	p("| Services | virtual servers | real servers | cold start | vs %s | IPVS writes | address writes | ipset writes | iptables restores | kernel read back |\n", label(first.N))
-	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, r := range rs {
-		ok := "matches"
-		if len(r.Errors) > 0 {
-			ok = "**" + strings.Join(r.Errors, "; ") + "**"
-		}
-		p("| %s | %s | %s | %s | %.1fx | %s | %s | %s | %d | %s |\n", commas(r.N), commas(r.Found.VirtualServers),
-			commas(r.Found.RealServers), ms(r.ColdStart.Seconds), r.ColdStart.Seconds/first.ColdStart.Seconds,
-			commas(r.ColdStart.Writes["ipvs"]), commas(r.ColdStart.Writes["address"]), commas(r.ColdStart.Writes["ipset"]),
-			r.ColdStart.Writes["iptables"], ok)
-	}
-	p("\nSet sizes after the cold start (hairpin set `KIPVS-LOOP-BACK`, one entry per endpoint\n")
-	p("and port): ")
-	var sets []string
-	for _, r := range rs {
-		sets = append(sets, fmt.Sprintf("%s entries with maxelem %s at %s", commas(r.Found.SetEntries["KIPVS-LOOP-BACK"]),
-			commas(r.Found.LoopBackMaxElem), label(r.N)))
-	}
-	p("%s.\n\n", strings.Join(sets, ", "))
-	p("Where the first full sync's time went (`kube-ipvs0` and IPVS are repaired at the same\n")
-	p("time, so the two overlap): ")
-	var phases []string
-	for _, r := range rs {
-		if ph := r.ColdStart.PhaseSeconds; len(ph) > 0 {
-			phases = append(phases, fmt.Sprintf("at %s, recomputing every Service %s, ipsets and iptables %s, `kube-ipvs0` %s, IPVS %s",
-				label(r.N), ms(ph["build"]), ms(ph["firewall"]), ms(ph["addresses"]), ms(ph["ipvs"])))
-		}
-	}
-	if len(phases) == 0 {
-		phases = append(phases, "not recorded")
-	}
-	p("%s.\n\n", strings.Join(phases, "; "))
+	writeColdStart(w, rs)
 
 	p("## One change\n\n")
 	p("Median (min–max) over the repetitions; the last column is the controller's own sync time\n")
@@ -302,7 +271,7 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("| change | Services | repetitions | latency | of which api | writes | by subsystem | sync |\n")
 	p("|---|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, k := range Kinds {
-		for _, r := range rs {
+		for _, r := range primary {
 			ss := r.Changes[k]
 			total, by := medianWrites(ss)
 			p("| %s | %s | %d | %s | %s | %s | %s | %s |\n", kindNames[k], commas(r.N), len(ss),
@@ -312,28 +281,11 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	}
 	p("\n")
 
-	p("## Memory\n\n")
-	p("The bench is one process: it holds the fake clientset's store (the stand-in API server's\n")
-	p("copy of every object) besides the proxy. ")
-	if lim := last.GoMemLimitBytes; lim > 0 {
-		p("The Go runtime runs with `GOGC=100` and a soft limit\n")
-		p("`GOMEMLIMIT=%dMiB`, as `deploy/daemonset.yaml` sets it: near the limit the garbage collector\n", lim>>20)
-		p("works harder instead of letting the heap grow to twice what is live.\n\n")
-	} else {
-		p("The Go runtime runs with its defaults\n")
-		p("(`GOGC=100`, no `GOMEMLIMIT`): the heap may grow to about twice what is live.\n\n")
-	}
-	p("| Services | peak RSS (VmHWM) | live Go heap after cold start | of which the fake clientset's store | largest heap in use | guest kernel slab |\n")
-	p("|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range rs {
-		p("| %s | %s | %s | %s | %s | %s |\n", commas(r.N), mibs(r.PeakRSSBytes), mibs(r.HeapLiveBytes), mibs(r.HeapAPIBytes),
-			mibs(r.HeapPeakBytes), mibs(r.KernelSlabBytes))
-	}
-	p("\n")
-
+	writeChurn(w, rs)
+	writeMemory(w, rs)
 	writeTargets(w, rs)
-	writeComparison(w, rs)
-	writeFindings(w, rs)
+	writeComparison(w, primary)
+	writeFindings(w, primary)
 
 	p("## Reproduce\n\n")
 	p("```sh\n")
@@ -366,62 +318,6 @@ func passFail(ok bool) string {
 		return "pass"
 	}
 	return "**miss**"
-}
-
-func writeTargets(w io.Writer, rs []*Result) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	first, last := rs[0], rs[len(rs)-1]
-	p("## Targets\n\n")
-	p("| target | measured | |\n|---|---|---|\n")
-
-	fa := Summarize(first.Latencies(KindEndpointAdd)).Median
-	la := Summarize(last.Latencies(KindEndpointAdd)).Median
-	fs := Summarize(sinceField(first.Changes[KindEndpointAdd], func(s Sample) float64 { return s.SyncSeconds })).Median
-	ls := Summarize(sinceField(last.Changes[KindEndpointAdd], func(s Sample) float64 { return s.SyncSeconds })).Median
-	p("| one endpoint change at %s costs at most 2x what it costs at %s | latency %s vs %s (%.2fx); controller sync %s vs %s (%.2fx) | %s |\n",
-		label(last.N), label(first.N), ms(la), ms(fa), la/fa, ms(ls), ms(fs), ls/fs, passFail(la <= 2*fa))
-
-	maxW := 0
-	var perN []string
-	for _, r := range rs {
-		m := 0
-		for _, k := range []string{KindEndpointAdd, KindEndpointRemove} {
-			for _, s := range r.Changes[k] {
-				m = max(m, s.TotalWrites())
-			}
-		}
-		maxW = max(maxW, m)
-		perN = append(perN, fmt.Sprintf("%d at %s", m, label(r.N)))
-	}
-	p("| at most 3 netlink writes per endpoint change, every N | at most %s (added: IPVS 1 + ipset 1; removed: IPVS 2 with the drain's delete + ipset 1) | %s |\n",
-		strings.Join(perN, ", "), passFail(maxW <= 3))
-
-	maxNoop := 0
-	for _, r := range rs {
-		for _, k := range []string{KindNoop, KindFullResync} {
-			for _, s := range r.Changes[k] {
-				maxNoop = max(maxNoop, s.TotalWrites())
-			}
-		}
-	}
-	p("| 0 writes for a sync with nothing to change | %d, incremental and full resync alike | %s |\n", maxNoop, passFail(maxNoop == 0))
-
-	ratio := last.ColdStart.Seconds / first.ColdStart.Seconds
-	why := ""
-	if a := last.ColdStart.PhaseSeconds["addresses"]; a > 0 {
-		why = fmt.Sprintf("; of it, the kernel binding `kube-ipvs0`'s addresses %s (see Limits)", ms(a))
-	}
-	p("| cold start time(%s) / time(%s) <= 60 | %s / %s = %.1f (N grew %.0fx)%s | %s |\n", label(last.N), label(first.N),
-		ms(last.ColdStart.Seconds), ms(first.ColdStart.Seconds), ratio, float64(last.N)/float64(first.N), why, passFail(ratio <= 60))
-
-	r50 := result(rs, 50000)
-	if r50 == nil {
-		r50 = last
-	}
-	proxyShare := float64(r50.PeakRSSBytes) - float64(r50.HeapAPIBytes)
-	p("| %s Services x 10 endpoints in at most 1 GiB RSS | peak RSS %s, of which the fake clientset's store is about %s (about %s without it); live heap %s | %s |\n\n",
-		commas(r50.N), mibs(r50.PeakRSSBytes), mibs(r50.HeapAPIBytes), mibs(uint64(proxyShare)), mibs(r50.HeapLiveBytes),
-		passFail(r50.PeakRSSBytes <= 1<<30))
 }
 
 func writeComparison(w io.Writer, rs []*Result) {

@@ -101,6 +101,26 @@ type Result struct {
 	KernelSlabBytes  uint64   `json:"kernel_slab_bytes"`
 	Errors           []string `json:"errors,omitempty"`
 	MinSyncPeriodSec float64  `json:"min_sync_period_seconds"`
+	// Binding is the run's --vip-binding ("" in results from before it: address), and
+	// RepairStep its --repair-step.
+	Binding    string `json:"binding,omitempty"`
+	RepairStep int    `json:"repair_step,omitempty"`
+	// Restart is a second controller started onto the state the first one left, as a
+	// restarted Pod: Seconds until its first sync ended (ready), the writes of that sync.
+	Restart *Sample `json:"restart,omitempty"`
+	// Churn is the stream of endpoint changes run on the restarted controller.
+	Churn *Churn `json:"churn,omitempty"`
+	// PeakRSSEndBytes is VmHWM at the end of the run (PeakRSSBytes is taken before the
+	// restart, whose second controller shares the process for a while).
+	PeakRSSEndBytes uint64 `json:"peak_rss_end_bytes,omitempty"`
+}
+
+// BindingOf is r's VIP binding, address for results from before the field.
+func (r *Result) BindingOf() string {
+	if r.Binding == "" {
+		return "address"
+	}
+	return r.Binding
 }
 
 // Summary is the median and spread of a series.
@@ -158,3 +178,5 @@ const ProfilePrefix = "KIPVS-BENCH-PPROF "
 
 // HeapProfilePrefix starts the line that carries a heap profile (base64) on the console.
 const HeapProfilePrefix = "KIPVS-BENCH-HEAP "
+
+func sortFloats(s []float64) { sort.Float64s(s) }

@@ -52,6 +52,13 @@ type Options struct {
 	ResyncProfile io.Writer
 	// Timeout bounds every single wait for the kernel.
 	Timeout time.Duration
+	// Binding is --vip-binding (default address).
+	Binding dummyif.Binding
+	// RepairStep is --repair-step (0: repairs in one go). The bench passes the default.
+	RepairStep int
+	// Churn configures the stream of endpoint changes run after the restart (zero Rate:
+	// none).
+	Churn ChurnOptions
 }
 
 // DummyInterface is the dummy link's name, as in production.
@@ -66,6 +73,8 @@ type runner struct {
 	res     *Result
 	client  *fake.Clientset
 	ctl     *controller.Controller
+	stopCtl context.CancelFunc // stops ctl (a restart starts another)
+	ctlDone chan error         // ctl's Run's return
 	metrics *metrics.Metrics
 	probe   *probe // a separate IPVS handle: reads only, never counted as writes
 	ctx     context.Context
@@ -91,12 +100,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Minute
 	}
+	if o.Binding == "" {
+		o.Binding = dummyif.BindAddress
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &runner{o: o, ctx: ctx, res: &Result{
 		N: o.N, Expected: Expect(o.N), Changes: map[string][]Sample{}, CPUs: runtime.NumCPU(),
 		GoVersion: runtime.Version(), Kernel: kernelRelease(), MemTotalMiB: memTotalMiB(), GoMemLimitBytes: goMemLimit(),
-		MinSyncPeriodSec: o.MinSyncPeriod.Seconds(),
+		MinSyncPeriodSec: o.MinSyncPeriod.Seconds(), Binding: string(o.Binding), RepairStep: o.RepairStep,
 	}}
 	r.log = func(format string, args ...any) {
 		if o.Progress != nil {
@@ -111,7 +123,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := r.populate(); err != nil {
 		return nil, err
 	}
-	if err := r.wire(ctx); err != nil {
+	// The single changes run without periodic repairs (a full one is measured on its own,
+	// asked for by a Node change), so that each is measured on an idle proxy.
+	if err := r.wire(ctx, idleSyncPeriod); err != nil {
 		return nil, err
 	}
 	if err := r.coldStart(ctx); err != nil {
@@ -120,13 +134,31 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := r.changes(); err != nil {
 		return r.res, err
 	}
+	// Memory as the cold start and the single changes left it: the restart below runs a
+	// second controller in the same process.
 	r.res.PeakRSSBytes = vmHWM()
 	r.heapMu.Lock()
 	r.res.HeapPeakBytes = r.heapPeak
 	r.heapMu.Unlock()
 	r.res.KernelSlabBytes = slabBytes()
+	if err := r.restart(ctx); err != nil {
+		return r.res, err
+	}
+	if r.o.Churn.Rate > 0 {
+		if err := r.churn(); err != nil {
+			return r.res, err
+		}
+	}
+	r.res.PeakRSSEndBytes = vmHWM()
 	return r.res, nil
 }
+
+// idleSyncPeriod is the first controller's --sync-period: long enough that no periodic
+// repair runs while the single changes are measured.
+const idleSyncPeriod = 24 * time.Hour
+
+// defaultSyncPeriod is --sync-period's default, which the restarted controller runs with.
+const defaultSyncPeriod = 30 * time.Second
 
 // populate fills the fake clientset's store directly (its tracker), as if the API server
 // already held the cluster when the proxy starts. The fake is the plain tracker
@@ -157,7 +189,7 @@ func (r *runner) populate() error {
 
 // wire builds the proxy as cmd/kube-ipvs's serve does: the same dataplane (ipvsmode.New),
 // kernel settings, event recorder, observers and controller.New.
-func (r *runner) wire(ctx context.Context) error {
+func (r *runner) wire(ctx context.Context, syncPeriod time.Duration) error {
 	if _, err := sysctl.Apply(sysctl.ForProxy(kernelRelease(), sysctl.Options{})); err != nil {
 		r.log("setting kernel parameters: %v", err)
 	}
@@ -169,8 +201,9 @@ func (r *runner) wire(ctx context.Context) error {
 	cfg := controller.Config{
 		NodeName:         NodeName,
 		DefaultScheduler: "rr",
-		SyncPeriod:       24 * time.Hour, // full resyncs are measured on their own
+		SyncPeriod:       syncPeriod,
 		MinSyncPeriod:    r.o.MinSyncPeriod,
+		RepairStep:       r.o.RepairStep,
 	}
 	r.metrics = metrics.New()
 	r.metrics.SetProxyMode(metrics.ModeIPVS)
@@ -181,7 +214,7 @@ func (r *runner) wire(ctx context.Context) error {
 	// The proxy logs every sync at info level; the bench keeps warnings and errors.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	dp, err := ipvsmode.New(ipvsmode.Config{Firewall: firewall.Config{ClusterCIDRs: []netip.Prefix{ClusterCIDR}},
-		NodePortMin: NodePortBase, NodePortMax: NodePortMax}, DummyInterface, drainTimeout, "", conntrack.Cleaner{}, log)
+		NodePortMin: NodePortBase, NodePortMax: NodePortMax, VIPBinding: r.o.Binding}, DummyInterface, drainTimeout, "", conntrack.Cleaner{}, log)
 	if err != nil {
 		return fmt.Errorf("IPVS mode: %w", err)
 	}
@@ -190,8 +223,17 @@ func (r *runner) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.probe, err = newProbe()
+	if r.probe == nil {
+		r.probe, err = newProbe()
+	}
 	return err
+}
+
+// start runs the controller until stopCtl, its Run's return on ctlDone.
+func (r *runner) start(ctx context.Context) {
+	cctx, cancel := context.WithCancel(ctx)
+	r.stopCtl, r.ctlDone = cancel, make(chan error, 1)
+	go func(ctl *controller.Controller, done chan<- error) { done <- ctl.Run(cctx) }(r.ctl, r.ctlDone)
 }
 
 // coldStart starts the controller and waits until the kernel holds the whole cluster: every
@@ -204,8 +246,8 @@ func (r *runner) coldStart(ctx context.Context) error {
 	// is written last: once it has all its real servers, IPVS is through.
 	last := r.lastKey()
 	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- r.ctl.Run(ctx) }()
+	r.start(ctx)
+	done := r.ctlDone
 	cpu0 := readCPU()
 	err := r.waitKernel(func() (bool, error) {
 		reals, err := r.probe.reals(last)
@@ -287,10 +329,10 @@ func (r *runner) verify() {
 	}
 	if l, err := netlink.LinkByName(DummyInterface); err != nil {
 		r.fail("%s: %v", DummyInterface, err)
-	} else if addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL); err != nil {
-		r.fail("listing the addresses of %s: %v", DummyInterface, err)
+	} else if n, err := boundVIPs(l, r.o.Binding); err != nil {
+		r.fail("listing the VIPs bound through %s: %v", DummyInterface, err)
 	} else {
-		found.Addresses = len(addrs)
+		found.Addresses = n
 	}
 	if k, err := ipset.NewKernel(); err != nil {
 		r.fail("ipset: %v", err)
@@ -316,13 +358,13 @@ func (r *runner) verify() {
 	}
 	check("virtual servers", found.VirtualServers, e.VirtualServers)
 	check("real servers", found.RealServers, e.RealServers)
-	check("addresses on "+DummyInterface, found.Addresses, e.Addresses)
+	check("VIPs bound through "+DummyInterface+" ("+string(r.o.Binding)+")", found.Addresses, e.Addresses)
 	check("entries in "+firewall.SetClusterIP, found.SetEntries[firewall.SetClusterIP], e.ClusterIPEntries)
 	check("entries in "+firewall.SetNodePort, found.SetEntries[firewall.SetNodePort], e.NodePortEntries)
 	check("entries in "+firewall.SetVIPs, found.SetEntries[firewall.SetVIPs], e.VIPEntries)
 	check("entries in "+firewall.SetLoopBack, found.SetEntries[firewall.SetLoopBack], e.LoopBackEntries)
-	r.log("verified the kernel in %.1fs: %d virtual servers, %d real servers, %d addresses, %d hairpin entries (maxelem %d)",
-		time.Since(start).Seconds(), found.VirtualServers, found.RealServers, found.Addresses,
+	r.log("verified the kernel in %.1fs: %d virtual servers, %d real servers, %d VIPs bound (%s), %d hairpin entries (maxelem %d)",
+		time.Since(start).Seconds(), found.VirtualServers, found.RealServers, found.Addresses, r.o.Binding,
 		found.SetEntries[firewall.SetLoopBack], found.LoopBackMaxElem)
 }
 

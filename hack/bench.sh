@@ -8,8 +8,12 @@
 # informers, controller.New and the real reconcilers, as cmd/kube-ipvs wires them.
 #
 # Environment:
-#   BENCH_PLAN         "N:REPS:FULLREPS ..." (default "1000:9:3 10000:7:3 50000:5:2"): per N,
-#                      the repetitions of each single change and of the full resync
+#   BENCH_PLAN         "N:REPS:FULLREPS[:BINDING] ..." (default "1000:9:1 5000:5:1 10000:7:1
+#                      50000:5:1"): per N, the repetitions of each single change and of the
+#                      full repair; BINDING (address or route) runs that N in one binding only
+#   BENCH_BINDINGS     the --vip-binding values each N runs with (default "route address"),
+#                      each in a fresh namespace; after the single changes every run restarts
+#                      its controller and churns endpoints through two repair cycles
 #   BENCH_OUT          where the console log and results go (default .cache/bench)
 #   BENCH_REPORT_ONLY  1: skip the guest, render the report from BENCH_OUT/console.log
 #   BENCH_NO_REPORT    1: run the guest only
@@ -18,12 +22,14 @@
 #                      900MiB, what deploy/daemonset.yaml gives kube-ipvs; "off" for none)
 #   GUEST_MEM          MiB (default 6144 here: 50,000 Services need about 2.5 GiB in the
 #                      kernel and the bench process up to 1 GiB)
-#   GUEST_TIMEOUT      seconds (default 2400 here)
+#   GUEST_TIMEOUT      seconds (default 10800 here: the churn at 50,000 Services runs through
+#                      two repair cycles, spaced to five times their length)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/guest/common.sh"
 cd "$REPO_ROOT"
 
-plan=${BENCH_PLAN:-"1000:9:3 10000:7:3 50000:5:2"}
+plan=${BENCH_PLAN:-"1000:9:1 5000:5:1 10000:7:1 50000:5:1"}
+bindings=${BENCH_BINDINGS:-"route address"}
 memlimit=${BENCH_GOMEMLIMIT:-900MiB}
 [[ $memlimit == off ]] && memlimit=""
 out=${BENCH_OUT:-$REPO_ROOT/.cache/bench}
@@ -44,26 +50,28 @@ set -u
 echo "=== bench: kernel \$(uname -r), \$(nproc) CPUs, \$(awk '/MemTotal/ {print int(\$2/1024)}' /proc/meminfo) MiB, plan $plan"
 status=0
 for spec in $plan; do
-  IFS=: read -r n reps full <<<"\$spec"
-  ns=kipvs-bench-\$n
+  IFS=: read -r n reps full only <<<"\$spec"
+  for binding in \${only:-$bindings}; do
+  ns=kipvs-bench-\$n-\$binding
   ip netns add "\$ns" || exit 1
   ip -n "\$ns" link set lo up
   ip -n "\$ns" link add eth0 type dummy
   ip -n "\$ns" addr add 192.168.50.10/24 dev eth0
   ip -n "\$ns" link set eth0 up
   start=\$EPOCHREALTIME
-  ip netns exec "\$ns" env ${memlimit:+GOMEMLIMIT=$memlimit} ./kipvs-bench run -n "\$n" -reps "\$reps" -full-reps "\$full" ${BENCH_ARGS:-} || status=1
-  echo "=== bench: n=\$n took \$(awk -v a="\$start" -v b="\$EPOCHREALTIME" 'BEGIN { printf "%.0fs", b - a }')"
+  ip netns exec "\$ns" env ${memlimit:+GOMEMLIMIT=$memlimit} ./kipvs-bench run -n "\$n" -reps "\$reps" -full-reps "\$full" -binding "\$binding" ${BENCH_ARGS:-} || status=1
+  echo "=== bench: n=\$n binding=\$binding took \$(awk -v a="\$start" -v b="\$EPOCHREALTIME" 'BEGIN { printf "%.0fs", b - a }')"
   # Empty the namespace before it goes, so the next N starts with the memory back.
   ip netns exec "\$ns" ipvsadm -C
   ip netns del "\$ns"
   sleep 3
+  done
 done
 exit \$status
 GUEST
   log "bench: plan $plan; guest ${GUEST_MEM:-6144} MiB; console in $log"
   set +e
-  GUEST_MEM=${GUEST_MEM:-6144} GUEST_TIMEOUT=${GUEST_TIMEOUT:-2400} \
+  GUEST_MEM=${GUEST_MEM:-6144} GUEST_TIMEOUT=${GUEST_TIMEOUT:-10800} \
     "$REPO_ROOT/hack/guest/run.sh" "$stage/bench-guest.sh" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   set -e

@@ -1,6 +1,7 @@
 // Command kipvs-bench is kube-ipvs' scale bench (package bench).
 //
-//	kipvs-bench run -n N [-reps R] [-full-reps F]   in the guest, in a fresh network namespace:
+//	kipvs-bench run -n N [-reps R] [-full-reps F] [-binding address|route] [-churn-rate 5]
+//	                                                 in the guest, in a fresh network namespace:
 //	                                                 prints one result line (ResultPrefix + JSON)
 //	kipvs-bench report -in FILE [-md BENCHMARKS.md] [-png docs/bench.png] [-json docs/bench-results.json]
 //	                                                 on the host: the report and chart from result lines
@@ -22,6 +23,8 @@ import (
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/bench"
+	"github.com/kube-ipvs/kube-ipvs/config"
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
 )
 
 func main() {
@@ -52,6 +55,11 @@ func run(args []string) int {
 	timeout := fs.Duration("timeout", 20*time.Minute, "longest wait for any one kernel state")
 	profile := fs.Bool("cpuprofile", false, "print a CPU profile of the run (base64, after "+bench.ProfilePrefix+")")
 	resyncProfile := fs.Bool("resyncprofile", false, "print a CPU profile of the full resyncs alone (base64, after "+bench.ProfilePrefix+")")
+	binding := fs.String("binding", string(dummyif.BindAddress), "--vip-binding: address or route")
+	repairStep := fs.Int("repair-step", config.DefaultRepairStep, "--repair-step (0: repairs in one go)")
+	churnRate := fs.Float64("churn-rate", 5, "endpoint changes per second after the restart (0: no churn)")
+	churnCycles := fs.Int("churn-cycles", 2, "repair cycles the churn runs through")
+	churnMax := fs.Duration("churn-max", 30*time.Minute, "longest churn, whatever the cycles")
 	heap := fs.Bool("heapprofile", false, "print a heap profile taken after the cold start (base64, after "+bench.HeapProfilePrefix+")")
 	_ = fs.Parse(args)
 	if *profile {
@@ -65,7 +73,13 @@ func run(args []string) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
-	opts := bench.Options{N: *n, Reps: *reps, FullReps: *fullReps, MinSyncPeriod: *minSync, Progress: os.Stderr, Timeout: *timeout}
+	b, err := dummyif.ParseBinding(*binding)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kipvs-bench: -binding: %v\n", err)
+		return 2
+	}
+	opts := bench.Options{N: *n, Reps: *reps, FullReps: *fullReps, MinSyncPeriod: *minSync, Progress: os.Stderr, Timeout: *timeout,
+		Binding: b, RepairStep: *repairStep, Churn: bench.ChurnOptions{Rate: *churnRate, Cycles: *churnCycles, Max: *churnMax}}
 	var heapBuf bytes.Buffer
 	if *heap {
 		opts.HeapProfile = &heapBuf
