@@ -20,13 +20,15 @@ type Drift struct {
 	Removed []netip.Addr
 }
 
-// Event is one notification about a link or an address.
+// Event is one notification about a link, an address, or one of the proxy's local routes.
 type Event struct {
-	Link      bool // a link's event; else an address's
-	Deleted   bool // the link or address was deleted
+	Link      bool // a link's event
+	Route     bool // a route's event (only the proxy's: RouteProtocol, the local table)
+	Deleted   bool // the link, address or route was deleted
+	Down      bool // link events only: the link is not up
 	LinkIndex int
 	LinkName  string     // link events only
-	Addr      netip.Addr // address events only
+	Addr      netip.Addr // address events: the address; route events: the route's destination
 }
 
 // Subscription is a live subscription to link and address notifications: Events until it
@@ -49,6 +51,9 @@ type Watcher struct {
 	name      string
 	subscribe Subscribe
 	index     func(name string) (int, error)
+	// routes: the VIPs are bound as local routes (BindRoute): a removed route is drift, and
+	// so is the link going down, which takes its routes away.
+	routes bool
 
 	mu    sync.Mutex
 	drift Drift
@@ -57,19 +62,36 @@ type Watcher struct {
 	epoch, count atomic.Uint64
 }
 
-// NewWatcher watches the dummy link of that name in the current network namespace.
-func NewWatcher(name string) *Watcher {
+// NewWatcher watches the dummy link of that name in the current network namespace, and the
+// VIPs as the binding binds them (addresses, or the proxy's local routes).
+func NewWatcher(name string, b Binding) *Watcher {
 	nl := newKernelNetlink()
-	return NewWatcherWith(name, kernelSubscribe, func(n string) (int, error) {
+	sub := kernelSubscribe
+	if b == BindRoute {
+		sub = kernelSubscribeRoutes
+	}
+	w := NewWatcherWith(name, sub, func(n string) (int, error) {
 		l, err := nl.LinkByName(n)
 		return l.Index, err
 	})
+	w.routes = b == BindRoute
+	return w
 }
 
-// NewWatcherWith is NewWatcher over a given subscription and link look-up (fakes in tests).
+// NewWatcherWith is NewWatcher (address binding) over a given subscription and link look-up
+// (fakes in tests).
 func NewWatcherWith(name string, subscribe Subscribe, index func(string) (int, error)) *Watcher {
 	return &Watcher{name: name, subscribe: subscribe, index: index}
 }
+
+// WatchRoutes makes the watcher follow the route binding (see Watcher.routes).
+func (w *Watcher) WatchRoutes() *Watcher {
+	w.routes = true
+	return w
+}
+
+// FollowsRoutes says whether the watcher follows the route binding.
+func (w *Watcher) FollowsRoutes() bool { return w.routes }
 
 // Epoch is the live subscription's number, 0 when none is live.
 func (w *Watcher) Epoch() uint64 { return w.epoch.Load() }
@@ -144,7 +166,10 @@ func (w *Watcher) handle(ev Event, index int, drifted func()) int {
 			w.record(drifted, func(d *Drift) { d.Lost = true }) // deleted and made again
 		}
 		return ev.LinkIndex
-	case !ev.Link && ev.Deleted && index != 0 && ev.LinkIndex == index:
+	case ev.Link && ev.LinkName == w.name && ev.Down && w.routes && index != 0:
+		// A link that is down loses its local routes, not always with a notification each.
+		w.record(drifted, func(d *Drift) { d.Lost = true })
+	case !ev.Link && ev.Route == w.routes && ev.Deleted && index != 0 && ev.LinkIndex == index:
 		w.record(drifted, func(d *Drift) { d.Removed = append(d.Removed, ev.Addr) })
 	}
 	return index

@@ -100,3 +100,44 @@ func TestRestoreBindsAgainWhatWasRemovedBehindTheCache(t *testing.T) {
 	expectOps(t, f, "addr-add 2 10.96.0.1/32 flags=0x0")
 	expectAddrs(t, f, name, "10.96.0.1/32", "fd00:96::1/128 flags=0x2")
 }
+
+// With the route binding, a removed local route of the proxy's is drift and so is the link
+// going down (its local routes go with it); address events are not (there are none of the
+// proxy's), and a link going down does not matter to addresses.
+func TestRouteWatcherReportsRemovedRoutesAndALinkDown(t *testing.T) {
+	f := &fakeSubscriptions{subs: make(chan chan Event, 4)}
+	w := NewWatcherWith("kube-ipvs0", f.subscribe, func(string) (int, error) { return 7, nil }).WatchRoutes()
+	var heard atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx, func() { heard.Add(1) })
+	ev := <-f.subs
+	waitFor(t, "a live subscription", func() bool { return w.Epoch() == 1 })
+	a := netip.MustParseAddr("10.96.0.1")
+	ev <- Event{Deleted: true, LinkIndex: 7, Addr: netip.MustParseAddr("10.96.0.2")} // an address
+	ev <- Event{Route: true, Deleted: true, LinkIndex: 7, Addr: a}
+	waitFor(t, "a route removal heard", func() bool { return heard.Load() == 1 })
+	if d := w.Take(); d.Lost || !slices.Equal(d.Removed, []netip.Addr{a}) {
+		t.Fatalf("drift %+v, want only the route to %v removed", d, a)
+	}
+	ev <- Event{Link: true, Down: true, LinkIndex: 7, LinkName: "kube-ipvs0"}
+	waitFor(t, "the link down heard", func() bool { return heard.Load() == 2 })
+	if d := w.Take(); !d.Lost {
+		t.Fatalf("drift %+v after the link went down, want Lost", d)
+	}
+
+	// The address binding ignores both.
+	g := &fakeSubscriptions{subs: make(chan chan Event, 4)}
+	aw := NewWatcherWith("kube-ipvs0", g.subscribe, func(string) (int, error) { return 7, nil })
+	var aheard atomic.Int32
+	go aw.Run(ctx, func() { aheard.Add(1) })
+	aev := <-g.subs
+	waitFor(t, "a live subscription", func() bool { return aw.Epoch() == 1 })
+	aev <- Event{Link: true, Down: true, LinkIndex: 7, LinkName: "kube-ipvs0"}
+	aev <- Event{Route: true, Deleted: true, LinkIndex: 7, Addr: a}
+	aev <- Event{Deleted: true, LinkIndex: 7, Addr: a}
+	waitFor(t, "the address removal heard", func() bool { return aheard.Load() == 1 })
+	if d := aw.Take(); d.Lost || !slices.Equal(d.Removed, []netip.Addr{a}) {
+		t.Fatalf("address watcher drift %+v, want only the address %v", d, a)
+	}
+}

@@ -41,12 +41,16 @@ func (r *Reconciler) Apply(changes firewall.Changes) Result {
 			continue
 		}
 		var adds, dels []firewall.Packed
+		w := r.watch[n]
 		for e, want := range changes[n] {
 			if err := d.Check(e); err != nil {
 				res.fail(n, err)
 				continue
 			}
 			p := e.Pack()
+			if w != nil {
+				w.touch(p)
+			}
 			_, has := s.entries[p]
 			switch {
 			case want && !has:

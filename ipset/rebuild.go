@@ -14,6 +14,7 @@ func (r *Reconciler) rebuild(d firewall.SetDef, final map[firewall.Packed]struct
 	spec := specFor(d, len(final))
 	list := sortedPacked(final)
 	delete(r.sets, d.Name) // until we know again
+	r.voidCheck(d.Name)    // a listing under way may predate the new content
 	if !exists && !r.createFilled(d, spec, list, final, res) {
 		return
 	}
@@ -126,6 +127,7 @@ func (r *Reconciler) relist(d firewall.SetDef, res *Result) {
 			return
 		}
 		r.sets[d.Name] = &set{spec: h.Spec, entries: listed}
+		r.voidCheck(d.Name)
 		return
 	}
 }

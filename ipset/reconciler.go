@@ -63,6 +63,13 @@ type Reconciler struct {
 	// BatchSize is the number of entries per add or delete request (DefaultBatchSize when
 	// 0). Set it before the first call.
 	BatchSize int
+	// Lister, if set, is a second kernel handle (its own socket) through which a stepped
+	// check (BeginCheck) lists sets in the background while Apply goes on through the
+	// first. Without it a check lists in BeginCheck itself. Set it before the first call.
+	Lister Kernel
+
+	// watch holds, per set a background check is listing, what Apply changed meanwhile.
+	watch map[firewall.SetName]*watchState
 }
 
 // set is the cached state of one kernel set. Entries are packed (firewall.Packed): at
@@ -125,6 +132,7 @@ func (r *Reconciler) Cleanup() Result {
 	}
 	r.sets = map[firewall.SetName]*set{}
 	r.defs = map[firewall.SetName]firewall.SetDef{}
+	r.voidChecks()
 	res := Result{}
 	for _, h := range headers {
 		if err := r.write(&res, r.k.Destroy(h.Name)); err != nil && !errors.Is(err, ErrSetNotFound) {

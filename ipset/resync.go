@@ -3,7 +3,6 @@ package ipset
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
@@ -29,6 +28,7 @@ func (r *Reconciler) Resync(defs []firewall.SetDef, desired map[firewall.SetName
 func (r *Reconciler) ResyncSets(defs []firewall.SetDef, desired firewall.DesiredSets) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.voidChecks() // this repair judges every set itself
 	res := Result{}
 	headers, err := r.ownHeaders()
 	if err != nil {
@@ -83,18 +83,7 @@ func (r *Reconciler) ResyncSets(defs []firewall.SetDef, desired firewall.Desired
 		}
 	}
 
-	var extra []firewall.SetName
-	for n := range have {
-		if _, ok := newDefs[n]; !ok {
-			extra = append(extra, n)
-		}
-	}
-	sort.Slice(extra, func(i, j int) bool { return extra[i] < extra[j] })
-	for _, n := range extra {
-		if err := r.write(&res, r.k.Destroy(n)); err != nil && !errors.Is(err, ErrSetNotFound) {
-			res.fail(n, fmt.Errorf("destroy set %s, no longer used: %w", n, err))
-		}
-	}
+	r.destroyStale(have, newDefs, &res)
 	return res
 }
 
@@ -195,14 +184,20 @@ func (r *Reconciler) listHeaders() ([]Header, error) {
 // listEntries lists a set's entries into a map, through the kernel's streaming listing
 // when it has one (no slice of every entry in between).
 func (r *Reconciler) listEntries(n firewall.SetName) (map[firewall.Packed]struct{}, error) {
+	return listEntriesFrom(r.k, n)
+}
+
+// listEntriesFrom lists a set's entries through k (the Reconciler's own kernel, or the one
+// a background check lists through).
+func listEntriesFrom(k Kernel, n firewall.SetName) (map[firewall.Packed]struct{}, error) {
 	var err error
 	for range listAttempts {
 		out := map[firewall.Packed]struct{}{}
-		if each, ok := r.k.(entryStreamer); ok {
+		if each, ok := k.(entryStreamer); ok {
 			err = each.EachEntry(n, func(e firewall.Entry) { out[e.Pack()] = struct{}{} })
 		} else {
 			var es []firewall.Entry
-			if es, err = r.k.ListEntries(n); err == nil {
+			if es, err = k.ListEntries(n); err == nil {
 				for _, e := range es {
 					out[e.Pack()] = struct{}{}
 				}

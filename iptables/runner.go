@@ -38,8 +38,11 @@ type Result struct {
 // Runner applies the IPVS mode's rule text per family. It is safe for concurrent use;
 // calls are serialized.
 type Runner struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // serializes the calls, which run the tools
 	tools *Tools
+	// famMu guards fam for Apply's check that nothing changed, which must not wait for a
+	// Resync's tools (seconds under load) to end: writers hold both locks.
+	famMu sync.Mutex
 	fam   [2]famState
 }
 
@@ -84,6 +87,9 @@ func (r *Runner) call(fn func(res *Result) []error) Result {
 // that was dual-stack before), so the sets they referenced can go; after that it costs
 // nothing.
 func (r *Runner) Apply(v4, v6 string) Result {
+	if r.applied(v4, v6) {
+		return Result{}
+	}
 	return r.call(func(res *Result) (errs []error) {
 		for f, text := range [2]string{v4, v6} {
 			st := &r.fam[f]
@@ -94,9 +100,11 @@ func (r *Runner) Apply(v4, v6 string) Result {
 					errs = append(errs, err)
 					continue
 				}
-				*st = famState{cleared: true}
+				r.setFam(f, famState{cleared: true})
 			case text != st.applied:
+				r.famMu.Lock()
 				st.cleared = false
+				r.famMu.Unlock()
 				if err := r.apply(Family(f), text, res); err != nil {
 					errs = append(errs, err)
 				}
@@ -104,6 +112,27 @@ func (r *Runner) Apply(v4, v6 string) Result {
 		}
 		return errs
 	})
+}
+
+// applied reports whether both texts are what was last applied (or an unused family was
+// cleared), without waiting for a call under way.
+func (r *Runner) applied(v4, v6 string) bool {
+	r.famMu.Lock()
+	defer r.famMu.Unlock()
+	for f, text := range [2]string{v4, v6} {
+		st := r.fam[f]
+		if (text == "" && !st.cleared) || (text != "" && text != st.applied) {
+			return false
+		}
+	}
+	return true
+}
+
+// setFam replaces a family's state (r.mu held).
+func (r *Runner) setFam(f int, st famState) {
+	r.famMu.Lock()
+	defer r.famMu.Unlock()
+	r.fam[f] = st
 }
 
 // Resync checks each family applied so far against -save and re-applies it when our chains
@@ -143,7 +172,8 @@ func (r *Runner) Cleanup() Result {
 	return r.call(func(res *Result) []error {
 		n, err := r.tools.RemoveOurs()
 		res.Restores += n
-		r.fam = [2]famState{}
+		r.setFam(0, famState{})
+		r.setFam(1, famState{})
 		return []error{err}
 	})
 }
@@ -182,20 +212,20 @@ func (r *Runner) apply(f Family, text string, res *Result) error {
 	if st.applied == "" && adoptable(desired, s) {
 		// A previous process applied exactly this text and it is intact: adopt it, so a
 		// restart rewrites nothing.
-		st.applied, st.saved = text, s.Ours()
+		r.setFam(int(f), famState{applied: text, saved: s.Ours()})
 		return nil
 	}
 	res.Restores++
 	if err := r.tools.Restore(f, Reconcile(desired, s)); err != nil {
-		st.applied = ""
+		r.setFam(int(f), famState{})
 		return err
 	}
 	s, err = r.tools.Save(f)
 	if err != nil {
 		// Applied, but unverifiable: Resync will re-apply.
-		st.applied, st.saved = text, ""
+		r.setFam(int(f), famState{applied: text})
 		return err
 	}
-	st.applied, st.saved = text, s.Ours()
+	r.setFam(int(f), famState{applied: text, saved: s.Ours()})
 	return nil
 }

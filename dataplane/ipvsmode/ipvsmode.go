@@ -78,26 +78,29 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 	if err != nil {
 		return nil, err
 	}
+	// A second ipset socket for the stepped repair's background listings (see
+	// ipset.SetsCheck): one socket cannot carry a dump and Apply's writes at once.
+	lister, err := ipset.NewKernel()
+	if err != nil {
+		return nil, err
+	}
+	sets := ipset.New(sk)
+	sets.Lister = lister
 	return NewWith(cfg, Parts{
 		IPVS:      NewIPVS(k, drainTimeout),
 		Addresses: dummyif.NewBinding(dummyName, cfg.VIPBinding, nil),
-		Sets:      ipset.New(sk),
+		Sets:      sets,
 		Rules:     iptables.New(iptables.OSExec{}, iptables.Config{Backend: backend}),
 		Conntrack: ct,
 		Watcher:   vipWatcher(cfg.VIPBinding, dummyName),
 	}, log), nil
 }
 
-// vipWatcher is the watcher of the VIPs' binding. The kernel's address notifications say
-// when a VIP bound as an address goes; a VIP bound as a local route is not an address, so in
-// that binding there is no watcher (nil) and every repair cycle lists the proxy's routes
-// (1.6 s at 20,000 VIPs in the emulated guest): trusting an address subscription there would
-// leave a deleted route unrepaired for good.
+// vipWatcher is the watcher of the VIPs' binding: the kernel's notifications say when a
+// VIP's address or local route goes, or the link does (or, for routes, goes down), so that
+// no repair cycle lists tens of thousands of them.
 func vipWatcher(b dummyif.Binding, link string) VIPWatcher {
-	if b == dummyif.BindRoute {
-		return nil
-	}
-	return dummyif.NewWatcher(link)
+	return dummyif.NewWatcher(link, b)
 }
 
 // NewIPVS is the IPVS reconciler as the mode uses it. It shares the controller's virtual

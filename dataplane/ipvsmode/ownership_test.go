@@ -36,41 +36,13 @@ func TestOwnsVirtualServer(t *testing.T) {
 	}
 }
 
-// Only the address binding is watched through address notifications: with local routes the
-// repair cycle must list the routes, so there is no watcher to trust.
-func TestRouteBindingHasNoAddressWatcher(t *testing.T) {
-	if w := vipWatcher(dummyif.BindRoute, "kube-ipvs0"); w != nil {
-		t.Errorf("route binding got watcher %T; its drift would never be repaired", w)
-	}
-	for _, b := range []dummyif.Binding{dummyif.BindAddress, ""} {
-		if w := vipWatcher(b, "kube-ipvs0"); w == nil {
-			t.Errorf("binding %q has no watcher", b)
-		}
-	}
-}
-
-// Firewall-mark virtual servers are the proxy's only with the layout of its in-cluster marks
-// (a CNI's or an operator's other marks are left alone), in either family.
-func TestOwnsFirewallMarkVirtualServer(t *testing.T) {
-	cfg := Config{NodePortMin: 30000, NodePortMax: 32767}
-	none := func(netip.Addr) bool { return false }
-	for _, tc := range []struct {
-		mark uint32
-		want bool
-	}{
-		{model.InClusterMark(30101, model.TCP, -1), true},
-		{model.InClusterMark(32201, model.SCTP, 3), true}, // by the health-check node port
-		{1, false},                  // ipvsadm -A -f 1
-		{0x4000, false},             // a masquerade mark
-		{0x2001, false},             // our bit, but no port
-		{30101<<16 | 0x2000, false}, // no protocol
-		{30101<<16 | 0x6001, false}, // the masquerade bit set
-	} {
-		for _, is6 := range []bool{false, true} {
-			k := model.FWMarkKey(tc.mark, is6)
-			if got := cfg.OwnsVirtualServer(k, none, none); got != tc.want {
-				t.Errorf("%s: owned %v, want %v", k, got, tc.want)
-			}
+// Each binding is watched through its own notifications: addresses, or the proxy's local
+// routes (and the link going down); a watcher of the wrong kind would never hear the drift.
+func TestEachBindingHasItsWatcher(t *testing.T) {
+	for b, routes := range map[dummyif.Binding]bool{dummyif.BindRoute: true, dummyif.BindAddress: false, "": false} {
+		w, ok := vipWatcher(b, "kube-ipvs0").(*dummyif.Watcher)
+		if !ok || w.FollowsRoutes() != routes {
+			t.Errorf("binding %q: watcher %T following routes %v, want %v", b, w, ok && w.FollowsRoutes(), routes)
 		}
 	}
 }

@@ -2,12 +2,22 @@ package ipvsmode
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/iptables"
+	"github.com/kube-ipvs/kube-ipvs/ipset"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
+	"github.com/kube-ipvs/kube-ipvs/model"
 )
+
+// setsWait is how long a step waits for a background set listing when IPVS has nothing left
+// to check: a change waits for one step at most, so a step must stay short.
+const setsWait = 20 * time.Millisecond
 
 var _ dataplane.SteppedRepairer = (*Dataplane)(nil)
 
@@ -15,6 +25,12 @@ var _ dataplane.SteppedRepairer = (*Dataplane)(nil)
 // servers per step (ipvs.Check), with changes applied between the steps.
 type steppedRepair struct {
 	check *ipvs.Check
+	// sets is the check of the ipsets, listed in the background (nil once finished); rules
+	// brings the iptables rules' check, run in the background too (iptables-save is a
+	// process: seconds under load), nil once received.
+	sets     *ipset.SetsCheck
+	rules    chan iptables.Result
+	ipvsDone bool
 	// prior are the addresses kube-ipvs0 held when the repair began: a virtual server on one
 	// of them is the proxy's even if no Service binds it any more.
 	prior map[netip.Addr]bool
@@ -27,7 +43,7 @@ type steppedRepair struct {
 // here as the first repair does.
 func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
 	d.stepped = nil
-	res := d.repairLinkAndFirewall(l.Services, l.NodeIPs, l.ServiceCIDRs)
+	res, sets, rules := d.beginFirewallCheck(l.Services, l.NodeIPs, l.ServiceCIDRs)
 	if res.Err != nil {
 		return res
 	}
@@ -49,8 +65,35 @@ func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
 		res.AddFailures(dataplane.SubsystemIPVS, 1)
 		return res
 	}
-	d.stepped = &steppedRepair{check: check, prior: prior}
+	d.stepped = &steppedRepair{check: check, prior: prior, sets: sets, rules: rules}
 	return res
+}
+
+// beginFirewallCheck ensures the link, then starts the checks of the ipsets (their headers
+// at once, their entries listed beside the changes: ipset.SetsCheck) and of the iptables
+// rules (in the background), so that however many entries the sets hold and however slow
+// the iptables tools are, no step waits for them. The changes between repairs keep the
+// sets' desired state current (the repair cycle recomputed every Service before this), so
+// nothing is staged here unless the node's addresses or the Service CIDRs changed, which
+// change entries of every Service: then the sets and rules are repaired in one go, as the
+// first repair does.
+func (d *Dataplane) beginFirewallCheck(services map[model.ServiceName]*model.ServiceState, nodeIPs []netip.Addr, cidrs []netip.Prefix) (dataplane.Result, *ipset.SetsCheck, chan iptables.Result) {
+	if res := d.ensureLink(); res.Err != nil {
+		return res, nil, nil
+	}
+	entries := firewall.ServiceCIDREntries(cidrs, d.fw.cfg)
+	if !slices.Equal(d.fw.cfg.NodeIPs, nodeIPs) || !maps.EqualFunc(d.fw.cidrs, entries, maps.Equal) {
+		return d.repairFirewall(services, nodeIPs, cidrs), nil, nil
+	}
+	start := time.Now()
+	check, sr := d.fw.sets.BeginCheck(firewall.Sets(d.fw.cfg), d.fw.desired())
+	res := setsResult(sr, dataplane.OpUpdate)
+	res.Merge(d.fw.applyRules())
+	rules := make(chan iptables.Result, 1)
+	go func(r *iptables.Runner) { rules <- r.Resync() }(d.fw.rules)
+	res.SetEntries = d.fw.entries()
+	res.Phases.Firewall = time.Since(start)
+	return res, check, rules
 }
 
 // RepairStep checks and repairs up to budget more virtual servers against the desired state
@@ -61,11 +104,41 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	if sr == nil {
 		return dataplane.Result{}, true
 	}
-	start := time.Now()
-	owned := d.owns(l.NodeIPs, func(a netip.Addr) bool { return l.Bound(a) || sr.prior[a] })
-	r, done := sr.check.Step(budget, l.VS, owned)
-	res := d.afterIPVS(r)
-	res.Phases.IPVS = time.Since(start)
+	var res dataplane.Result
+	if sr.sets != nil {
+		start := time.Now()
+		wait := time.Duration(0)
+		if sr.ipvsDone {
+			wait = setsWait
+		}
+		r, done := sr.sets.Step(wait)
+		res.Merge(setsResult(r, dataplane.OpUpdate))
+		res.SetEntries = d.fw.entries()
+		res.Phases.Firewall = time.Since(start)
+		if done {
+			sr.sets = nil
+		}
+	}
+	if sr.rules != nil {
+		select {
+		case rr := <-sr.rules:
+			res.Merge(rulesResult(rr.Restores, rr.Err))
+			sr.rules = nil
+		default:
+			if sr.ipvsDone && sr.sets == nil {
+				time.Sleep(setsWait) // nothing else left: do not spin
+			}
+		}
+	}
+	if !sr.ipvsDone {
+		start := time.Now()
+		owned := d.owns(l.NodeIPs, func(a netip.Addr) bool { return l.Bound(a) || sr.prior[a] })
+		r, done := sr.check.Step(budget, l.VS, owned)
+		res.Merge(d.afterIPVS(r))
+		res.Phases.IPVS = time.Since(start)
+		sr.ipvsDone = done
+	}
+	done := sr.ipvsDone && sr.sets == nil && sr.rules == nil
 	if done {
 		d.stepped = nil
 	}

@@ -98,16 +98,21 @@ func TestSteppedRepairLetsChangesThroughAndKeepsThem(t *testing.T) {
 	}
 	ipvsK.TakeOps()
 
-	steps := 1
+	steps, ipvsSteps := 1, 0
 	for !done {
 		res, done = dp.RepairStep(live, 2)
 		steps++
 		if res.Failed() != 0 {
 			t.Fatalf("step %d: %+v", steps, res)
 		}
+		if ipvsSteps == 0 && (done || dp.stepped.ipvsDone) {
+			ipvsSteps = steps
+		}
 	}
-	if steps != 3 { // the 6 virtual servers known when it began, two per step
-		t.Errorf("%d steps, want 3", steps)
+	// The 6 virtual servers known when it began, two per step (the background checks of the
+	// sets and rules may take a step or two more).
+	if ipvsSteps != 3 {
+		t.Errorf("IPVS checked in %d steps, want 3", ipvsSteps)
 	}
 	ops := ipvsK.TakeOps()
 	var writes []string

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"net"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -98,6 +99,58 @@ func TestVIPDriftIsRepairedFromNotifications(t *testing.T) {
 	}
 }
 
+// With --vip-binding=route the kernel's route and link notifications do the same: a local
+// route of the proxy's deleted by hand, the link deleted, and the link set down (a down link
+// loses its local routes) are each repaired within a second, with the periodic repair an
+// hour away, and traffic to the ClusterIP works again.
+func TestRouteVIPDriftIsRepairedFromNotifications(t *testing.T) {
+	dir := setupNode(t)
+	backends(t, "rd", 8, 1)
+	cli := client(t, "rdc", "10.244.9.9")
+	const vip, vip6 = "10.96.81.1", "fd00:96::81"
+	writeManifests(t, dir, "svc.yaml",
+		serviceYAML(svcOpts{name: "web", clusterIP: vip, port: 80, targetPort: 8080}),
+		sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.8.11")...),
+		serviceYAML(svcOpts{name: "web6", clusterIP: vip6, port: 80, targetPort: 8080, family: "IPv6"}))
+	p := startProxy(t, dir, "--sync-period", "1h", "--vip-binding", "route")
+	both := func() bool { r := proxyRoutes(t); return r[vip] && r[vip6] }
+	eventually(t, firstSync, "the virtual server and both VIP routes", func() bool {
+		return realServers(vsBlock(t, "TCP", vip+":80")) == 1 && both()
+	})
+	if got := ask(t, cli, vip+":80", 1); got["rd1"] != 1 {
+		t.Fatalf("before the drift: %v", got)
+	}
+	fullSyncs := func() int { return strings.Count(p.Log(), `msg="sync done" full=true`) }
+	before := fullSyncs()
+
+	run(t, "ip", "route", "del", "local", vip, "dev", "kube-ipvs0", "table", "local", "proto", "75", "metric", "75")
+	if proxyRoutes(t)[vip] {
+		t.Fatal("the route is still there after ip route del")
+	}
+	took := timeUntil(t, driftLimit, "the removed VIP route back", func() bool { return proxyRoutes(t)[vip] })
+	t.Logf("a route removed by hand was back after %s", took.Round(time.Millisecond))
+	if got := ask(t, cli, vip+":80", 1); got["rd1"] != 1 {
+		t.Errorf("after the route came back: %v", got)
+	}
+
+	run(t, "ip", "link", "del", "kube-ipvs0")
+	took = timeUntil(t, driftLimit, "kube-ipvs0 re-created with both VIP routes", both)
+	t.Logf("the deleted link was back with its routes after %s", took.Round(time.Millisecond))
+
+	run(t, "ip", "link", "set", "kube-ipvs0", "down")
+	took = timeUntil(t, driftLimit, "the link up again with both VIP routes", func() bool {
+		l, err := netlink.LinkByName("kube-ipvs0")
+		return err == nil && l.Attrs().Flags&net.FlagUp != 0 && both()
+	})
+	t.Logf("the link set down was up with its routes after %s", took.Round(time.Millisecond))
+	if got := ask(t, cli, vip+":80", 1); got["rd1"] != 1 {
+		t.Errorf("after the link was set down: %v", got)
+	}
+	if n := fullSyncs(); n != before {
+		t.Errorf("%d full syncs ran during the test; the drift must be repaired without one", n-before)
+	}
+}
+
 // With a small step budget the periodic repair runs in many steps; at each cycle's end the
 // log and the metrics give its length, its share of a core and its longest step, and a
 // flushed IPVS table is repaired within a cycle.
@@ -115,9 +168,10 @@ func TestRepairCyclesAreLoggedAndMeasured(t *testing.T) {
 	p := startProxy(t, dir, "--repair-step", "3", "--sync-period", "1s")
 	m := p.waitLog(`msg="repair cycle done" steps=(\d+) took=(\S+) busy=\S+ core_share=(\S+) longest_step=(\S+)`)
 	t.Logf("a repair cycle of 20 Services at 3 a step: %s steps, took %s, core share %s, longest step %s", m[1], m[2], m[3], m[4])
-	// 7 steps recompute the Services, one repairs sets and rules, 7 check IPVS.
-	if m[1] != "15" {
-		t.Errorf("%s steps, want 15", m[1])
+	// 7 steps recompute the Services, one begins the repair, 7 check IPVS; the sets and rules
+	// are checked in the background, and steps that wait for them may follow.
+	if n, _ := strconv.Atoi(m[1]); n < 15 {
+		t.Errorf("%s steps, want at least 15", m[1])
 	}
 
 	// The next cycle starts a sync period, or five times the last cycle's busy time, after
@@ -135,7 +189,7 @@ func TestRepairCyclesAreLoggedAndMeasured(t *testing.T) {
 			t.Errorf("metric %s: %v, %v", name, v, ok)
 		}
 	}
-	if !regexp.MustCompile(`msg="repair cycle done" steps=15 .* ipvs_writes=([1-9]\d*)`).MatchString(p.Log()) {
+	if !regexp.MustCompile(`msg="repair cycle done" steps=\d+ .* ipvs_writes=([1-9]\d*)`).MatchString(p.Log()) {
 		t.Error("no cycle logged the writes that repaired the flushed table")
 	}
 }

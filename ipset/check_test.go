@@ -1,0 +1,133 @@
+package ipset
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/model"
+)
+
+// stalledLister lists through the fake, then holds the listing until released: the proxy's
+// changes land between the kernel's answer and the comparison, as they do when a large set
+// is listed in the background.
+type stalledLister struct {
+	*FakeKernel
+	listed, release chan struct{}
+}
+
+func (s stalledLister) ListEntries(n firewall.SetName) ([]firewall.Entry, error) {
+	es, err := s.FakeKernel.ListEntries(n)
+	s.listed <- struct{}{}
+	<-s.release
+	return es, err
+}
+
+// A stepped check lists in the background while changes are applied: it repairs the drift it
+// found, never re-writes (or reverts) what a change wrote meanwhile, and leaves the cache true,
+// so a later change is applied to the kernel. Without the record of what changed during the
+// listing, the check deletes the entry a change removed again, adds back the one a change
+// added, and forgets the latter in its cache, so deleting it later never reaches the kernel.
+func TestCheckBesideChangesRepairsOnlyTheDrift(t *testing.T) {
+	f := NewFakeKernel()
+	tr := firewall.NewTracker()
+	svc := model.ServiceName{Namespace: "ns", Name: "web"}
+	a, b, c, x := ipp("10.0.0.1", 80), ipp("10.0.0.2", 80), ipp("10.0.0.3", 80), ipp("10.0.0.9", 80)
+	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, a, defIPPort.Name, b)}, false)
+	r := New(f)
+	checkRes(t, r.ResyncSets([]firewall.SetDef{defIPPort}, tr), 2)
+
+	// Drift behind the proxy's back: b deleted, x added.
+	spec, _ := r.Spec(defIPPort.Name)
+	f.Put(spec, a, x)
+	lister := stalledLister{f, make(chan struct{}, 8), make(chan struct{})}
+	r.Lister = lister
+	f.TakeOps()
+
+	check, res := r.BeginCheck([]firewall.SetDef{defIPPort}, tr)
+	checkRes(t, res, 0)
+	<-lister.listed // the kernel answered {a, x}
+	// Changes meanwhile: a removed, c added.
+	add, del := tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, b, defIPPort.Name, c)}, true)
+	if add[defIPPort.Name][c] != true || len(del[defIPPort.Name]) != 1 {
+		t.Fatalf("tracker changes %v %v", add, del)
+	}
+	add[defIPPort.Name] = map[firewall.Entry]bool{b: true, c: true} // b is in the desired state already
+	delete(add[defIPPort.Name], b)
+	checkRes(t, r.Apply(add), 1)
+	checkRes(t, r.Apply(del), 1)
+	checkOps(t, f, "list-headers", "list KIPVS-CLUSTER-IP", "add KIPVS-CLUSTER-IP 10.0.0.3,tcp:80", "del KIPVS-CLUSTER-IP 10.0.0.1,tcp:80")
+
+	if res, done := check.Step(0); done || res.Writes != 0 {
+		t.Fatalf("a step before the listing is in: done %v, %d writes", done, res.Writes)
+	}
+	close(lister.release)
+	var total Result
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, done := check.Step(50 * time.Millisecond)
+		total.Writes += res.Writes
+		if len(res.Errors) > 0 || res.Err != nil {
+			t.Fatalf("check errors %v %v", res.Err, res.Errors)
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the check never finished")
+		}
+	}
+	// Only the drift: b back, x gone; a stays deleted and c stays, untouched.
+	checkOps(t, f, "add KIPVS-CLUSTER-IP 10.0.0.2,tcp:80", "del KIPVS-CLUSTER-IP 10.0.0.9,tcp:80")
+	if total.Writes != 2 {
+		t.Errorf("the check wrote %d times, want 2", total.Writes)
+	}
+	checkSet(t, f, defIPPort.Name, "10.0.0.2,tcp:80", "10.0.0.3,tcp:80")
+
+	// The cache is the kernel's: removing c reaches the kernel, and a full repair finds nothing.
+	checkRes(t, r.Apply(changes(false, defIPPort.Name, c)), 1)
+	checkSet(t, f, defIPPort.Name, "10.0.0.2,tcp:80")
+	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, b)}, false)
+	f.TakeOps()
+	checkRes(t, r.ResyncSets([]firewall.SetDef{defIPPort}, tr), 0)
+}
+
+// A set rebuilt while it was listed (a change made it outgrow its maximum) is not judged by
+// the old listing; a set missing from the headers is created at once; a check without a
+// second socket lists in BeginCheck and finishes in one step.
+func TestCheckSkipsARebuiltSetAndCreatesMissingOnes(t *testing.T) {
+	f := NewFakeKernel()
+	tr := firewall.NewTracker()
+	svc := model.ServiceName{Namespace: "ns", Name: "web"}
+	a, b := ipp("10.0.0.1", 80), ipp("10.0.0.2", 80)
+	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, a)}, false)
+	f.Put(Spec{Name: defIPPort.Name, Type: firewall.HashIPPort, Family: firewall.IPv4, HashSize: 64, MaxElem: 1}, a)
+	r := New(f)
+	checkRes(t, r.ResyncSets([]firewall.SetDef{defIPPort}, tr), 0) // adopted: the cache is filled
+	lister := stalledLister{f, make(chan struct{}, 8), make(chan struct{})}
+	r.Lister = lister
+	check, res := r.BeginCheck([]firewall.SetDef{defIPPort, defVIPs6}, tr)
+	checkRes(t, res, 1) // KIPVS-VIPS-6 created, empty
+	<-lister.listed
+	add, _ := tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, a, defIPPort.Name, b)}, true)
+	if res := r.Apply(add); res.Writes < 3 { // twin created, filled, swapped
+		t.Fatalf("growing past maxelem wrote %d times", res.Writes)
+	}
+	f.TakeOps()
+	close(lister.release)
+	if res := check.Wait(); res.Writes != 0 {
+		t.Errorf("the check of a rebuilt set wrote %d times", res.Writes)
+	}
+	checkOps(t, f)
+	checkSet(t, f, defIPPort.Name, "10.0.0.1,tcp:80", "10.0.0.2,tcp:80")
+
+	r.Lister = nil
+	f.Put(Spec{Name: defIPPort.Name, Type: firewall.HashIPPort, Family: firewall.IPv4, HashSize: 1024, MaxElem: 65536}, a)
+	check, res = r.BeginCheck([]firewall.SetDef{defIPPort, defVIPs6}, tr)
+	checkRes(t, res, 0)
+	res, done := check.Step(0)
+	if !done || res.Writes != 1 {
+		t.Errorf("inline check: done %v after one step, %d writes (want b added)", done, res.Writes)
+	}
+	checkSet(t, f, defIPPort.Name, "10.0.0.1,tcp:80", "10.0.0.2,tcp:80")
+}
