@@ -236,9 +236,10 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("- %s; kube-ipvs at the working tree of the report.\n\n", last.GoVersion)
 
 	p("## What runs\n\n")
-	p("For each N, `kipvs-bench run` in a fresh network namespace of the guest (its own IPVS\n")
-	p("table, `kube-ipvs0`, ipsets and iptables, and a node address on a dummy `eth0`):\n\n")
-	p("- client-go's **fake clientset** (as `--manifests` uses) holding N Services and N\n")
+	p("For each N and each `--vip-binding` (address, the default, and route), `kipvs-bench run`\n")
+	p("in a fresh network namespace of the guest (its own IPVS table, `kube-ipvs0`, ipsets and\n")
+	p("iptables, and a node address on a dummy `eth0`):\n\n")
+	p("- client-go's plain **fake clientset** (as `--manifests` uses) holding N Services and N\n")
 	p("  EndpointSlices (%d ready endpoints each): every Service a ClusterIP with port 80, 10%%\n", EndpointsPerService)
 	p("  also 443, 20%% NodePort (half of those with both ports), as if the API server had them\n")
 	p("  when the proxy starts;\n")
@@ -250,8 +251,7 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("- **latency** runs from the clientset call to the kernel showing the change, read through\n")
 	p("  a separate IPVS netlink socket every 2 ms (the controller's word is used only for the\n")
 	p("  no-op sync and the full resync, which change nothing the kernel could show); it includes\n")
-	p("  the fake clientset's own work (its field manager costs tens of ms under emulation,\n")
-	p("  listed as *api*) and the informer's delivery;\n")
+	p("  the fake clientset's own work (listed as *api*) and the informer's delivery;\n")
 	p("- **writes** are the controller's `kube_ipvs_netlink_writes_total` by subsystem: IPVS and\n")
 	p("  address netlink requests, ipset requests (one per batch of up to 500 entries), iptables\n")
 	p("  restore runs;\n")
@@ -261,7 +261,10 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("  then its EndpointSlice, and deleted as the Service then, once the kernel dropped it,\n")
 	p("  the slice;\n")
 	p("- after the cold start the kernel is read back in full and compared with what N Services\n")
-	p("  must give (virtual and real servers, addresses, set entries).\n\n")
+	p("  must give (virtual and real servers, VIPs, set entries);\n")
+	p("- after the single changes the controller is stopped and a new one started onto the\n")
+	p("  kernel state (a restart), with `--sync-period`'s default, and endpoint changes stream in\n")
+	p("  through two of its repair cycles (Churn).\n\n")
 
 	writeColdStart(w, rs)
 
@@ -285,17 +288,17 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	writeMemory(w, rs)
 	writeTargets(w, rs)
 	writeComparison(w, primary)
-	writeFindings(w, primary)
+	writeFindings(w, rs)
 
 	p("## Reproduce\n\n")
 	p("```sh\n")
-	p("make bench                                   # ~25 minutes: 1k, 10k, 50k; writes BENCHMARKS.md, docs/bench.png\n")
-	p("BENCH_PLAN=\"1000:9:3 10000:7:3\" make bench   # N:repetitions:full-resync repetitions\n")
+	p("make bench                                   # hours: 1k, 5k, 10k, 50k in both bindings, kube-proxy at 1k and 5k\n")
+	p("BENCH_PLAN=\"1000:9:1 10000:7:1:route\" make bench   # N:repetitions:full-repair repetitions[:binding]\n")
 	p("BENCH_REPORT_ONLY=1 make bench                # the report again from .cache/bench/console.log\n")
 	p("BENCH_ARGS=\"-cpuprofile -heapprofile\" make bench  # profiles on the console (base64)\n")
 	p("```\n\n")
 	p("`hack/bench.sh` builds `bench/cmd/kipvs-bench` (static), boots the guest through\n")
-	p("`hack/guest/run.sh` with `GUEST_MEM=6144` and `GUEST_TIMEOUT=2400`, runs one process per N\n")
+	p("`hack/guest/run.sh` with `GUEST_MEM=6144` and `GUEST_TIMEOUT=10800`, runs one process per N and binding\n")
 	p("in its own network namespace, then renders this file, the chart and the JSON with\n")
 	p("`kipvs-bench report`. It is not part of `make test`. The limits found are tested on every\n")
 	p("`make test`: `controller/scale_test.go`, `firewall/packed_test.go`, `ipvs/batch_test.go`,\n")
@@ -339,8 +342,9 @@ func writeComparison(w io.Writer, rs []*Result) {
 		commas(last.Found.SetEntries["KIPVS-LOOP-BACK"]), commas(last.Found.LoopBackMaxElem), 500)
 }
 
-func writeFindings(w io.Writer, rs []*Result) {
+func writeFindings(w io.Writer, all []*Result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	rs := primaryResults(all)
 	last := rs[len(rs)-1]
 	p("## What broke at scale, and what was done\n\n")
 	p("- **O(N) work in every sync.** Each incremental sync copied every virtual server and\n")
@@ -404,14 +408,23 @@ func writeFindings(w io.Writer, rs []*Result) {
 	p("  4.3 ms (15,000 to 20,000). It is not the system calls: 20,000 addresses took 39.3 s\n")
 	p("  one request each and 37.4 s sent 400 per request (a probe of 2026-11-30, not kept). It\n")
 	p("  adds about a millisecond per Service add or delete at 50,000, and kube-proxy binds the\n")
-	p("  same addresses the same way.%s\n", addressText(rs))
-	p("- **A full resync reads and recomputes everything.** The periodic repair took %s at %s\n",
+	p("  same addresses the same way.%s\n", addressText(ofBinding(all, "address")))
+	if rt := ofBinding(all, "route"); len(rt) > 1 {
+		lo, hi := rt[0], rt[len(rt)-1]
+		p("  `--vip-binding=route` makes each VIP local with a local route instead, which the kernel\n")
+		p("  adds in constant time: there the cold start took %s at %s and %s at %s (%.1fx for %.0fx\n",
+			ms(lo.ColdStart.Seconds), label(lo.N), ms(hi.ColdStart.Seconds), label(hi.N), hi.ColdStart.Seconds/lo.ColdStart.Seconds, float64(hi.N)/float64(lo.N))
+		p("  the Services), binding the VIPs %s of it.\n", ms(hi.ColdStart.PhaseSeconds["addresses"]))
+	}
+	p("- **A repair cycle reads everything back.** The periodic repair took %s at %s Services\n",
 		ms(Summarize(last.Latencies(KindFullResync)).Median), commas(last.N))
-	p("  Services here, under emulation%s. It writes nothing when the\n", phaseText(last))
-	p("  kernel is right, but changes wait while it runs; so when a repair takes more than a fifth\n")
-	p("  of `--sync-period`, repairs are spaced to five times their duration (with a warning in\n")
-	p("  the log) and `/livez` allows for the wait. kube-proxy's IPVS mode runs such a full sync\n")
-	p("  on every change.\n")
+	p("  here when asked for on an idle proxy, under emulation%s; most of it is reading back\n", phaseText(last))
+	p("  every virtual server's real servers, one request each (the kernel has no bulk listing).\n")
+	p("  It runs in steps between changes, the ipsets and iptables rules checked in the\n")
+	p("  background, so changes do not wait for it (see Churn); it writes nothing when the kernel\n")
+	p("  is right. When its busy time exceeds a fifth of `--sync-period`, cycles are spaced to\n")
+	p("  five times that, so that it takes a fifth of the loop at most. kube-proxy's IPVS mode\n")
+	p("  runs such a full sync on every change.\n")
 	if last.GoMemLimitBytes > 0 {
 		p("- **Memory against cold start.** Under the soft memory limit the garbage collector works\n")
 		p("  harder when the heap nears it, which slows the cold start, when the most is built at\n")
