@@ -110,7 +110,7 @@ func (r *run) coldStart() error {
 	r.log("built the proxier in %.2fs", r.res.ConstructSeconds)
 	runtime.GC()
 
-	last := bench.LastKey(r.n)
+	last := bench.HTTPKey(r.n - 1)
 	start := time.Now()
 	go p.SyncLoop()
 	fed := make(chan time.Duration, 1)
@@ -125,12 +125,18 @@ func (r *run) coldStart() error {
 		p.OnEndpointSlicesSynced()
 		fed <- time.Since(start)
 	}()
+	// kube-proxy walks its Services in map order, so no key is written last: once both
+	// families' first syncs ended every virtual server is in, and the last Service's must
+	// then show all its real servers (verify reads back the rest).
+	next := start.Add(30 * time.Second)
 	if err := r.wait(func() (bool, error) {
-		if syncs(v1.IPv4Protocol) < 1 || syncs(v1.IPv6Protocol) < 1 {
-			return false, nil
-		}
+		n4, n6 := syncs(v1.IPv4Protocol), syncs(v1.IPv6Protocol)
 		reals, err := r.probe.Reals(last)
-		return len(reals) == bench.EndpointsPerService, err
+		if time.Now().After(next) {
+			next = next.Add(30 * time.Second)
+			r.log("cold start: %.0fs, syncs ended IPv4 %d IPv6 %d, %v has %d real servers", time.Since(start).Seconds(), n4, n6, last, len(reals))
+		}
+		return n4 >= 1 && n6 >= 1 && len(reals) == bench.EndpointsPerService, err
 	}, 200*time.Millisecond); err != nil {
 		return fmt.Errorf("cold start: %w", err)
 	}
@@ -173,6 +179,9 @@ func (r *run) verify() {
 	}
 	if bad > 0 {
 		r.fail("%d real servers are not at weight 1", bad)
+	}
+	if ok, err := r.probe.Exists(bench.LastKey(r.n)); !ok {
+		r.fail("the kernel lacks %v (%v), the last virtual server kube-ipvs writes", bench.LastKey(r.n), err)
 	}
 	r.log("verified the kernel in %.1fs: %d virtual servers, %d real servers, %d addresses, sets %v",
 		time.Since(start).Seconds(), found.VirtualServers, found.RealServers, found.Addresses, found.SetEntries)
