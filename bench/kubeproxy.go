@@ -136,9 +136,10 @@ func writeKubeProxy(w io.Writer, rs []*Result, kp []*KubeProxyResult) {
 	p("kube-proxy's one change is a full sync of its family, its sync with nothing to change\n")
 	p("(`Sync()`, what its `--sync-period` timer does) one of both families; kube-ipvs' no-op\n")
 	p("sync recomputes one Service, its full resync repairs every one against a kernel dump.\n")
-	p("kube-proxy adds each ipset entry it lacks with an `ipset add` process of its own\n")
-	p("(`syncIPSetEntries` in `pkg/proxy/ipvs/ipset.go`): at cold start one per endpoint and port\n")
-	p("(hairpin) and per Service port, which emulation makes slow.\n\n")
+	p("Each kube-proxy sync reads every virtual server's real servers back and runs\n")
+	p("iptables-restore; it adds each ipset entry it lacks with an `ipset add` process of its own\n")
+	p("(`syncIPSetEntries` in `pkg/proxy/ipvs/ipset.go`), at cold start one per Service port and\n")
+	p("address, and under emulation every process is expensive.\n\n")
 	if len(both) == 0 {
 		p("kube-proxy was not run at any N kube-ipvs was (`BENCH_KUBEPROXY_PLAN`).\n\n")
 		return
