@@ -86,9 +86,13 @@ func Report(in, md, pngPath, js string) error {
 	if err := os.WriteFile(pngPath, img.Bytes(), 0o644); err != nil {
 		return err
 	}
+	kp, err := ReadKubeProxy(in)
+	if err != nil {
+		return err
+	}
 	var doc bytes.Buffer
 	if err := WriteMarkdown(&doc, rs, Env{Date: time.Now().UTC(), HostCPU: hostCPU(), HostCores: runtime.NumCPU(),
-		Chart: relTo(md, pngPath), Data: relTo(md, js)}); err != nil {
+		Chart: relTo(md, pngPath), Data: relTo(md, js), KubeProxy: kp}); err != nil {
 		return err
 	}
 	return os.WriteFile(md, doc.Bytes(), 0o644)
@@ -108,6 +112,9 @@ type Env struct {
 	HostCores int
 	Chart     string // the chart's path relative to the report
 	Data      string // the JSON's path relative to the report
+	// KubeProxy is kube-proxy's IPVS proxier measured in the same run (none: the
+	// comparison quotes kube-proxy's issues instead).
+	KubeProxy []*KubeProxyResult
 }
 
 func hostCPU() string {
@@ -287,7 +294,11 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	writeChurn(w, rs)
 	writeMemory(w, rs)
 	writeTargets(w, rs)
-	writeComparison(w, primary)
+	if len(env.KubeProxy) > 0 {
+		writeKubeProxy(w, primary, env.KubeProxy)
+	} else {
+		writeComparison(w, primary)
+	}
 	writeFindings(w, rs)
 
 	p("## Reproduce\n\n")
@@ -295,6 +306,7 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("make bench                                   # hours: 1k, 5k, 10k, 50k in both bindings, kube-proxy at 1k and 5k\n")
 	p("BENCH_PLAN=\"1000:9:1 10000:7:1:route\" make bench   # N:repetitions:full-repair repetitions[:binding]\n")
 	p("BENCH_REPORT_ONLY=1 make bench                # the report again from .cache/bench/console.log\n")
+	p("BENCH_KUBEPROXY_PLAN=\"1000\" make bench       # kube-proxy's IPVS proxier beside it at these N (\"\": none)\n")
 	p("BENCH_ARGS=\"-cpuprofile -heapprofile\" make bench  # profiles on the console (base64)\n")
 	p("```\n\n")
 	p("`hack/bench.sh` builds `bench/cmd/kipvs-bench` (static), boots the guest through\n")

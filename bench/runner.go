@@ -38,7 +38,7 @@ type Options struct {
 	// N is the number of Services.
 	N int
 	// Reps is how often each single change is measured; FullReps how often the full
-	// resync is.
+	// resync is (0: not at all; the churn runs repair cycles anyway).
 	Reps, FullReps int
 	// MinSyncPeriod is the controller's --min-sync-period. The bench uses 0 so that each
 	// change is measured alone: with the default 1s, a Service and its EndpointSlice
@@ -93,9 +93,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Reps <= 0 {
 		o.Reps = 5
-	}
-	if o.FullReps == 0 {
-		o.FullReps = 3
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Minute
