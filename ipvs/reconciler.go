@@ -147,9 +147,19 @@ func (r *Reconciler) Apply(changes map[model.VSKey]*model.VirtualServer) Result 
 // alone. When the kernel already matches, it writes nothing. If the dump fails, nothing is
 // written, the cache is unchanged and Result.Err says why.
 func (r *Reconciler) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) Result {
+	return r.ResyncGated(desired, owned, nil)
+}
+
+// ResyncGated is Resync, calling gate (when not nil) after the kernel has been read and
+// before anything is written: a caller that reads other kernel tables meanwhile can have
+// their writes land first, as a sync orders them.
+func (r *Reconciler) ResyncGated(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool, gate func()) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	applied, shared, err := r.dump(desired)
+	if gate != nil {
+		gate()
+	}
 	if err != nil {
 		return Result{Err: fmt.Errorf("resync: %w", err)}
 	}

@@ -16,18 +16,24 @@ import (
 // device's address list on every add, so binding tens of thousands of addresses is slow on
 // its own and need not hold the virtual servers up.
 //
-// The ipsets and iptables rules are repaired at the same time as the VIPs and IPVS: they are
-// other kernel tables, and at a restart each part is mostly reading back (seconds at tens of
-// thousands of Services), which two cores do side by side.
+// The ipsets and iptables rules are repaired while the VIPs and IPVS are read back: they are
+// other kernel tables, and at a restart each part is mostly reading (seconds at tens of
+// thousands of Services), which two cores do side by side. IPVS is written only once the
+// sets and rules are, as in every sync, so that no packet meets a virtual server whose
+// rules are missing.
 func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
 	if res := d.ensureLink(); res.Err != nil {
 		return res
 	}
-	fwDone := make(chan dataplane.Result, 1)
-	go func() { fwDone <- d.repairFirewall(s.Services, s.NodeIPs, s.ServiceCIDRs) }()
+	fwDone := make(chan struct{})
+	var res dataplane.Result
+	go func() {
+		defer close(fwDone)
+		res = d.repairFirewall(s.Services, s.NodeIPs, s.ServiceCIDRs)
+	}()
 	d.noteAddrListing()
-	rest := d.repairAddrsAndIPVS(s)
-	res := <-fwDone
+	rest := d.repairAddrsAndIPVS(s, func() { <-fwDone })
+	<-fwDone
 	res.Merge(rest) // errors joined
 	return res
 }
@@ -67,7 +73,7 @@ func (d *Dataplane) repairFirewall(services map[model.ServiceName]*model.Service
 // Service deleted while the proxy was down leaves both behind), or a node IP with a port in
 // the NodePort range; the IPVS repair waits for the address listing before it decides what
 // to delete.
-func (d *Dataplane) repairAddrsAndIPVS(s dataplane.Snapshot) dataplane.Result {
+func (d *Dataplane) repairAddrsAndIPVS(s dataplane.Snapshot, gate func()) dataplane.Result {
 	listed := make(chan map[netip.Addr]bool, 1)
 	var once sync.Once
 	found := func(m map[netip.Addr]bool) { once.Do(func() { listed <- m }) }
@@ -83,7 +89,7 @@ func (d *Dataplane) repairAddrsAndIPVS(s dataplane.Snapshot) dataplane.Result {
 	}()
 	owned := d.ownership(s, listed)
 	start := time.Now()
-	vs := d.afterIPVS(d.p.IPVS.Resync(s.VSes, owned))
+	vs := d.afterIPVS(d.p.IPVS.ResyncGated(s.VSes, owned, gate))
 	vs.Phases.IPVS = time.Since(start)
 	<-done
 	addrs.Phases.Addresses = addrTook

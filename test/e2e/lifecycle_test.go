@@ -209,8 +209,9 @@ func TestDriftIsRepaired(t *testing.T) {
 	writeManifests(t, dir, "svc.yaml",
 		serviceYAML(svcOpts{name: "web", clusterIP: "10.96.70.1", port: 80, targetPort: 8080}),
 		sliceYAML("web", "web-1", "TCP", 8080, "", eps("10.244.7.11")...))
-	startProxy(t, dir)
+	p := startProxy(t, dir)
 	eventually(t, firstSync, "the virtual server", func() bool { return realServers(vsBlock(t, "TCP", "10.96.70.1:80")) == 1 })
+	p.waitLog(`msg="sync done" full=true`) // the IPVS part of the first sync may end before the rest
 
 	if out, err := exec.Command("ipvsadm", "-C").CombinedOutput(); err != nil {
 		t.Fatalf("ipvsadm -C: %v %s", err, out)

@@ -56,6 +56,7 @@ func TestVIPDriftIsRepairedFromNotifications(t *testing.T) {
 		a := dummyAddrs(t)
 		return realServers(vsBlock(t, "TCP", vip+":80")) == 1 && a[vip] && a[vip6]
 	})
+	p.waitLog(`msg="sync done" full=true`) // drift during the first sync waits for its end
 	if got := ask(t, cli, vip+":80", 1); got["vd1"] != 1 {
 		t.Fatalf("before the drift: %v", got)
 	}
@@ -117,6 +118,7 @@ func TestRouteVIPDriftIsRepairedFromNotifications(t *testing.T) {
 	eventually(t, firstSync, "the virtual server and both VIP routes", func() bool {
 		return realServers(vsBlock(t, "TCP", vip+":80")) == 1 && both()
 	})
+	p.waitLog(`msg="sync done" full=true`) // drift during the first sync waits for its end
 	if got := ask(t, cli, vip+":80", 1); got["rd1"] != 1 {
 		t.Fatalf("before the drift: %v", got)
 	}
