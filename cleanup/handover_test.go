@@ -74,7 +74,9 @@ func TestHandoverRetriesWithBackoffUntilEverythingIsRemoved(t *testing.T) {
 	listFail := func() ([]Object, error) { return nil, errors.New("listing iptables-nft: exit 4") }
 	s := &scripted{results: []func() ([]Object, error){
 		listFail,
-		func() ([]Object, error) { return []Object{refused, {Kind: KindSet, Name: "KUBE-CLUSTER-IP", Owner: OwnerKubeProxy}}, nil },
+		func() ([]Object, error) {
+			return []Object{refused, {Kind: KindSet, Name: "KUBE-CLUSTER-IP", Owner: OwnerKubeProxy}}, nil
+		},
 		listFail, listFail, listFail,
 		func() ([]Object, error) { return []Object{kubeServices}, nil },
 	}}
