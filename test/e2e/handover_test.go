@@ -134,7 +134,19 @@ func TestRunCleanupKubeProxyAfterTheFirstSync(t *testing.T) {
 		t.Errorf("the first sync wrote to IPVS or kube-ipvs0 (%q): kube-proxy's virtual servers were not adopted", m)
 	}
 	p.waitLog(`reason=KubeProxyCleanedUp`)
-
+	// The next two periodic repairs find nothing of kube-ipvs' to put back: the cleanup
+	// removed nothing of its own (the first may have begun before the cleanup).
+	mark := len(p.Log())
+	var repairs []string
+	eventually(t, firstSync, "two repair cycles after the cleanup", func() bool {
+		repairs = regexp.MustCompile(`msg="repair cycle done".*`).FindAllString(p.Log()[mark:], -1)
+		return len(repairs) >= 2
+	})
+	for _, r := range repairs {
+		if !strings.Contains(r, "ipvs_writes=0 addr_writes=0 ipset_writes=0 iptables_restores=0 errors=0") {
+			t.Errorf("a repair after the cleanup wrote: %s", r)
+		}
+	}
 	for _, tool := range saveTools {
 		s := saved(t, tool)
 		if strings.Contains(s, "KUBE-") {
@@ -161,9 +173,6 @@ func TestRunCleanupKubeProxyAfterTheFirstSync(t *testing.T) {
 		}
 	}
 	expectBalanced(t, cli, hoClusterIP+":80", nodePort)
-	// One more periodic repair finds nothing of kube-proxy's to bring back, and the
-	// cleanup is not repeated.
-	p.waitLog(`(?s)KubeProxyCleanedUp.*msg="sync done" full=true`)
 	if n := strings.Count(p.Log(), `msg="kube-proxy's leftovers removed`); n != 1 {
 		t.Errorf("the cleanup ran %d times; want once", n)
 	}
