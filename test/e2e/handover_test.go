@@ -197,3 +197,120 @@ func conntrackMasqueraded(t *testing.T, client string) []string {
 	}
 	return out
 }
+
+// kubeProxyIPTablesRules is what kube-proxy's iptables mode writes for one NodePort
+// Service over two endpoints (nat: portals, per-Service and per-endpoint chains with their
+// DNAT, NodePort masquerade; filter: its firewall, forward and portal chains).
+const kubeProxyIPTablesRules = `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-NODEPORTS - [0:0]
+:KUBE-POSTROUTING - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-SVC-AAAAAAAAAAAAAAAA - [0:0]
+:KUBE-EXT-AAAAAAAAAAAAAAAA - [0:0]
+:KUBE-SEP-BBBBBBBBBBBBBBBB - [0:0]
+:KUBE-SEP-CCCCCCCCCCCCCCCC - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-A KUBE-SERVICES -d 10.96.71.1/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-AAAAAAAAAAAAAAAA
+-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
+-A KUBE-NODEPORTS -p tcp -m tcp --dport 30071 -j KUBE-EXT-AAAAAAAAAAAAAAAA
+-A KUBE-EXT-AAAAAAAAAAAAAAAA -j KUBE-MARK-MASQ
+-A KUBE-EXT-AAAAAAAAAAAAAAAA -j KUBE-SVC-AAAAAAAAAAAAAAAA
+-A KUBE-SVC-AAAAAAAAAAAAAAAA -m statistic --mode random --probability 0.5 -j KUBE-SEP-BBBBBBBBBBBBBBBB
+-A KUBE-SVC-AAAAAAAAAAAAAAAA -j KUBE-SEP-CCCCCCCCCCCCCCCC
+-A KUBE-SEP-BBBBBBBBBBBBBBBB -p tcp -j DNAT --to-destination 10.244.8.11:8080
+-A KUBE-SEP-CCCCCCCCCCCCCCCC -p tcp -j DNAT --to-destination 10.244.8.12:8080
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000
+-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+COMMIT
+*filter
+:KUBE-FORWARD - [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-EXTERNAL-SERVICES - [0:0]
+:KUBE-NODEPORTS - [0:0]
+:KUBE-PROXY-FIREWALL - [0:0]
+-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
+-A INPUT -m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS
+-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes externally visible service portals" -j KUBE-EXTERNAL-SERVICES
+-A FORWARD -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
+-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-A FORWARD -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A FORWARD -m conntrack --ctstate NEW -m comment --comment "kubernetes externally visible service portals" -j KUBE-EXTERNAL-SERVICES
+-A OUTPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
+-A OUTPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
+-A KUBE-FORWARD -m mark --mark 0x4000/0x4000 -j ACCEPT
+COMMIT
+`
+
+// In the iptables fallback, --cleanup-kube-proxy removes what kube-proxy's iptables mode
+// left (its KUBE-SVC-/KUBE-SEP- DNAT chains and the rest) after the fallback proxier's
+// first full sync, and nothing of the proxier's KIPVS-* rules: connections held through
+// kube-proxy's DNAT (the NodePort one masqueraded too) keep answering through their
+// conntrack entries, and new connections reach both backends through kube-ipvs' rules.
+func TestRunCleanupKubeProxyInTheIPTablesFallback(t *testing.T) {
+	guestutil.EnterNode(t, netip.MustParseAddr(nodeIP))
+	dir := t.TempDir()
+	writeManifests(t, dir, "node.yaml", "apiVersion: v1\nkind: Node\nmetadata:\n  name: "+nodeName+"\n")
+	for i, name := range []string{"cb1", "cb2"} {
+		p := guestutil.NewPod(t, name, netip.MustParseAddr("10.244.8.1"+string(rune('1'+i))))
+		p.ServeTCP(t, 8080, name)
+	}
+	cli := guestutil.NewPod(t, "hic", netip.MustParseAddr("10.244.9.9"))
+	writeManifests(t, dir, "svc.yaml",
+		serviceYAML(svcOpts{name: "hi", typ: "NodePort", clusterIP: "10.96.71.1", port: 80, targetPort: 8080, nodePort: 30071}),
+		sliceYAML("hi", "hi-1", "TCP", 8080, "", eps("10.244.8.11", "10.244.8.12")...))
+	mustRun(t, kubeProxyIPTablesRules, "iptables-nft-restore", "--noflush")
+
+	clusterIP, nodePort := "10.96.71.1:80", nodeIP+":30071"
+	held := map[string]*guestutil.Conn{}
+	first := map[string]string{}
+	for _, to := range []string{nodePort, clusterIP} {
+		c, err := cli.DialTCP(netip.MustParseAddrPort(to))
+		if err != nil {
+			t.Fatalf("connecting through kube-proxy's rules to %s: %v", to, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if first[to], err = c.Ask(); err != nil {
+			t.Fatalf("the connection through kube-proxy's rules to %s: %v", to, err)
+		}
+		held[to] = c
+	}
+
+	p := startProxy(t, dir, "--mode", "iptables", "--iptables-backend", "nft", "--cleanup-kube-proxy")
+	done := p.waitLog(`msg="kube-proxy's leftovers removed after the first full sync".*chains=(\d+) rules=(\d+) ipsets=(\d+)`)
+	if done[1] != "13" || done[2] != "12" || done[3] != "0" {
+		t.Errorf("removed %s chains, %s rules, %s ipsets; want 13, 12, 0", done[1], done[2], done[3])
+	}
+	log := p.Log()
+	if !strings.Contains(log, "mode=iptables") {
+		t.Fatalf("the proxy did not run in iptables mode:\n%s", log)
+	}
+	syncAt, cleanAt := strings.Index(log, `msg="sync done" full=true`), strings.Index(log, `msg="removed kube-proxy's object"`)
+	if syncAt < 0 || cleanAt < syncAt {
+		t.Errorf("the first removal (at %d) does not follow the first full sync (at %d)", cleanAt, syncAt)
+	}
+	for _, tool := range saveTools {
+		if s := saved(t, tool); strings.Contains(s, "KUBE-") {
+			t.Errorf("%s still has kube-proxy's objects:\n%s", tool, s)
+		}
+	}
+	nft := saved(t, "iptables-nft")
+	if !strings.Contains(nft, ":KIPVS-") || !strings.Contains(nft, "DNAT --to-destination 10.244.8.11:8080") || !strings.Contains(nft, "DNAT --to-destination 10.244.8.12:8080") {
+		t.Errorf("iptables-nft lacks the fallback proxier's rules:\n%s", nft)
+	}
+	for to, c := range held {
+		if got, err := c.Ask(); err != nil || got != first[to] {
+			t.Errorf("the connection held through %s: %q, %v; want %q", to, got, err, first[to])
+		}
+	}
+	for _, to := range []string{clusterIP, nodePort} {
+		if got := ask(t, cli, to, 20); got["cb1"] == 0 || got["cb2"] == 0 || got["cb1"]+got["cb2"] != 20 {
+			t.Errorf("20 new connections to %s: %v; want all answered, by both backends", to, got)
+		}
+	}
+}
