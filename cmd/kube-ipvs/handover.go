@@ -90,6 +90,11 @@ func reportHandover(a cleanup.Attempt, node string, recorder record.EventRecorde
 		}
 		return
 	}
+	if len(a.Objects) == 0 {
+		// A restart after the migration: nothing to say beyond the log.
+		log.Info("no kube-proxy leftovers found after the first full sync", "attempt", a.N)
+		return
+	}
 	log.Warn("kube-proxy's leftovers removed after the first full sync", "attempt", a.N, "removed", counts,
 		"chains", removed[cleanup.KindChain], "rules", removed[cleanup.KindRule], "ipsets", removed[cleanup.KindSet])
 	if recorder != nil {

@@ -42,6 +42,11 @@ func TestReportHandoverTellsTheOperator(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "ipsets=1") || !strings.Contains(l, `removed="1 ipset"`) {
 		t.Errorf("success log:\n%s", l)
 	}
+	logs.Reset()
+	reportHandover(cleanup.Attempt{N: 1}, "node-a", rec, m, log)
+	if l := logs.String(); !strings.Contains(l, "level=INFO") || !strings.Contains(l, "no kube-proxy leftovers found") || len(rec.Events) != 0 {
+		t.Errorf("nothing to remove: %d Events, log:\n%s", len(rec.Events), l)
+	}
 	if got := countsText(map[string]int{"rule": 2, "chain": 3}); got != "3 chain, 2 rule" {
 		t.Errorf("countsText = %q", got)
 	}
