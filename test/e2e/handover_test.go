@@ -125,6 +125,7 @@ func TestRunCleanupKubeProxyAfterTheFirstSync(t *testing.T) {
 	if done[1] != "9" || done[2] != "7" || done[3] != "4" {
 		t.Errorf("removed %s chains, %s rules, %s ipsets; want 9, 7, 4", done[1], done[2], done[3])
 	}
+	p.waitLog(`msg="sync done" full=true`) // read the log once the first sync is in it, wherever
 	log := p.Log()
 	syncAt, cleanAt := strings.Index(log, `msg="sync done" full=true`), strings.Index(log, `msg="removed kube-proxy's object"`)
 	if syncAt < 0 || cleanAt < syncAt {
@@ -286,6 +287,7 @@ func TestRunCleanupKubeProxyInTheIPTablesFallback(t *testing.T) {
 	if done[1] != "13" || done[2] != "12" || done[3] != "0" {
 		t.Errorf("removed %s chains, %s rules, %s ipsets; want 13, 12, 0", done[1], done[2], done[3])
 	}
+	p.waitLog(`msg="sync done" full=true`) // read the log once the first sync is in it, wherever
 	log := p.Log()
 	if !strings.Contains(log, "mode=iptables") {
 		t.Fatalf("the proxy did not run in iptables mode:\n%s", log)
