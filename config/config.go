@@ -50,6 +50,8 @@ const (
 	FlagMasqueradeAll = "masquerade-all" // SNAT all traffic to Service addresses
 	FlagExcludeCIDRs  = "exclude-cidrs"  // virtual servers and addresses in these CIDRs are never cleaned up
 	FlagServiceCIDR   = "service-cidr"   // the Service CIDRs when the API has no ServiceCIDR objects
+	// FlagCleanupKubeProxy removes kube-proxy's leftovers after the first full sync.
+	FlagCleanupKubeProxy = "cleanup-kube-proxy"
 )
 
 // NodePortAddressesPrimary is kube-proxy's special nodePortAddresses value: NodePorts only on

@@ -53,6 +53,7 @@ excludeCIDRs:
 - 192.168.100.0/24
 - 192.168.200.0/24
 serviceCIDRs: [10.96.0.0/12, "fd00:96::/108"]
+cleanupKubeProxy: true
 `
 	s, warnings := parseOK(t, doc)
 	if len(warnings) != 0 {
@@ -83,6 +84,7 @@ serviceCIDRs: [10.96.0.0/12, "fd00:96::/108"]
 		"masquerade-all":               "true",
 		"exclude-cidrs":                "192.168.100.0/24,192.168.200.0/24",
 		"service-cidr":                 "10.96.0.0/12,fd00:96::/108",
+		"cleanup-kube-proxy":           "true",
 	}
 	if s.Kind != Kind {
 		t.Errorf("Kind = %q", s.Kind)

@@ -57,6 +57,9 @@ type Options struct {
 	MasqueradeAll   bool
 	IPTablesBackend string
 	Mode            string
+	// CleanupKubeProxy is --cleanup-kube-proxy: remove kube-proxy's leftovers once the
+	// first full sync has put the proxy's own rules in place.
+	CleanupKubeProxy bool
 }
 
 // AddFlags defines the run flags on fs, bound to o, with their defaults and help texts.
@@ -87,6 +90,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", metrics.DefaultAddress, "address of the Prometheus /metrics server (empty: none)")
 	fs.StringVar(&o.StateSocket, "state-socket", introspect.DefaultSocket, "unix socket that serves the desired state to `kube-ipvs list` and `explain` on this node (never a TCP port; empty: none)")
+	fs.BoolVar(&o.CleanupKubeProxy, FlagCleanupKubeProxy, false, "once the first full sync has written the proxy's own rules, remove what kube-proxy left on the node, as `kube-ipvs cleanup --kube-proxy` (its KUBE-* chains, the rules that jump to them, its KUBE-* ipsets; never kube-ipvs' objects, virtual servers or kube-ipvs0), retrying with backoff until it succeeds; readiness does not wait for it")
 	fs.BoolVar(&o.Once, "once", false, "sync once, then exit 0 on success or 1 on failure")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 }

@@ -101,7 +101,7 @@ func TestValidateAndTheFileShareTheirRules(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"--min-sync-period=1m"}, {"--mode=ebpf"}, {"--iptables-backend=ebpf"}, {"--vip-binding=routes"},
-		{"--service-cidr=10.0.0.0/8", "--cluster-cidr=10.244.0.0/16"}} {
+		{"--service-cidr=10.0.0.0/8", "--cluster-cidr=10.244.0.0/16"}, {"--cleanup-kube-proxy", "--once"}} {
 		o, _ := optionsFlags(t, args...)
 		if _, err := o.Validate(); err == nil || !strings.HasPrefix(err.Error(), strings.SplitN(args[0], "=", 2)[0]) {
 			t.Errorf("%v: %v; want an error naming the flag", args, err)

@@ -45,6 +45,7 @@ var ownFields = []ownField{
 	{"masqueradeAll", FlagMasqueradeAll, parseBool},
 	{"excludeCIDRs", FlagExcludeCIDRs, parseCIDRList},
 	{"serviceCIDRs", FlagServiceCIDR, parseServiceCIDRs},
+	{"cleanupKubeProxy", FlagCleanupKubeProxy, parseBool},
 }
 
 func defaultPort(addr string) string {

@@ -87,6 +87,10 @@ func (o *Options) Validate() (Parsed, error) {
 	if p.VIPBinding, err = dummyif.ParseBinding(o.VIPBinding); err != nil {
 		return p, fmt.Errorf("--vip-binding=%q: %v", o.VIPBinding, err)
 	}
+	if o.CleanupKubeProxy && o.Once {
+		// --once exits after its sync; the cleanup would have no time to retry.
+		return p, fmt.Errorf("--%s needs a running proxy, not --once: after a --once sync, run `kube-ipvs cleanup --kube-proxy`", FlagCleanupKubeProxy)
+	}
 	return p, nil
 }
 

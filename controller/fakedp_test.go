@@ -14,13 +14,14 @@ import (
 // write per virtual server or address changed. The kernel orders and repairs of a real mode
 // are tested with that mode (package dataplane/ipvsmode, package iptproxy).
 type fakeDP struct {
-	vs       map[model.VSKey]*model.VirtualServer
-	bound    map[netip.Addr]bool
-	services map[model.ServiceName]*model.ServiceState // the resolved states it was given
-	failNext map[model.VSKey]error                     // fail one virtual server's next write
-	applyErr error                                     // fail the next Apply as a whole
-	applies  []dataplane.Change
-	repairs  int
+	vs        map[model.VSKey]*model.VirtualServer
+	bound     map[netip.Addr]bool
+	services  map[model.ServiceName]*model.ServiceState // the resolved states it was given
+	failNext  map[model.VSKey]error                     // fail one virtual server's next write
+	applyErr  error                                     // fail the next Apply as a whole
+	repairErr error                                     // fail the next Repair as a whole
+	applies   []dataplane.Change
+	repairs   int
 	// cidrs are the last repair's Service CIDRs; other goroutines read them (Run tests).
 	cidrs atomic.Pointer[[]netip.Prefix]
 }
@@ -76,6 +77,9 @@ func (f *fakeDP) Repair(s dataplane.Snapshot) dataplane.Result {
 		}
 	}
 	res.Writes.Addresses += f.bind(bind, true) + f.bind(unbind, false)
+	if f.repairErr != nil {
+		res.Err, f.repairErr = f.repairErr, nil
+	}
 	return res
 }
 

@@ -17,6 +17,12 @@ type Observers struct {
 	Metrics       *metrics.Metrics
 	ProxyHealth   *healthcheck.ProxyHealth
 	ServiceHealth *healthcheck.ServiceHealth
+	// FirstRepair is called once, after the first full sync whose firewall, addresses and
+	// virtual servers were written as a whole (single objects may still be retried), and
+	// after the metrics and health above heard of it: from then on the proxy's own rules
+	// carry the node's Services (`kube-ipvs run --cleanup-kube-proxy` waits for it). It
+	// runs on the sync goroutine, so it must not block.
+	FirstRepair func()
 }
 
 // noteQueued records that a change waits for a sync (for /healthz's staleness rule).

@@ -50,6 +50,7 @@ func (c *Controller) sync(full bool) error {
 	if res.Err != nil && !full {
 		c.sched.askFull() // a step failed as a whole: repair from the desired state
 	}
+	firstRepair := full && res.Err == nil && !c.repairedOnce
 	if full && res.Err == nil {
 		c.repairedOnce = true
 	}
@@ -60,6 +61,9 @@ func (c *Controller) sync(full bool) error {
 	c.mu.Unlock()
 	c.noteSync(full, st, full && res.Err != nil, start, triggers)
 	c.logSync(st)
+	if firstRepair && c.obs.FirstRepair != nil {
+		c.obs.FirstRepair()
+	}
 	switch {
 	case res.Err != nil:
 		return res.Err

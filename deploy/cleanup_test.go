@@ -1,12 +1,16 @@
 package deploy
 
 import (
+	"os"
 	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-ipvs/kube-ipvs/config"
 )
 
 // runLockFile is `kube-ipvs run`'s and `kube-ipvs cleanup`'s --lock-file default.
@@ -54,25 +58,24 @@ func TestRunAndCleanupShareTheLockFile(t *testing.T) {
 	}
 }
 
-// deploy/migrate adds `cleanup --kube-proxy` as an init container of the same DaemonSet,
-// with the xtables lock the DaemonSet already mounts.
-func TestMigrateOverlayAddsTheKubeProxyCleanup(t *testing.T) {
-	patch := only[*appsv1.DaemonSet](t, "migrate/cleanup-kube-proxy.yaml")
+// deploy/migrate adds --cleanup-kube-proxy to the proxy's own `kube-ipvs run`, the
+// DaemonSet's first container, so that kube-proxy's leftovers go after the first full sync
+// (no init container, which would remove them before). test/kustomize builds the overlay.
+func TestMigrateOverlayAddsTheKubeProxyCleanupToRun(t *testing.T) {
+	data, err := os.ReadFile("migrate/cleanup-kube-proxy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []struct{ Op, Path, Value string }
+	if err := yaml.UnmarshalStrict(data, &ops); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ Op, Path, Value string }{{"add", "/spec/template/spec/containers/0/args/-", "--" + config.FlagCleanupKubeProxy}}
+	if !slices.Equal(ops, want) {
+		t.Errorf("the patch is %+v; want %+v", ops, want)
+	}
 	ds := only[*appsv1.DaemonSet](t, "daemonset.yaml")
-	if patch.Name != ds.Name || patch.Namespace != ds.Namespace {
-		t.Errorf("the patch is for %s/%s, the DaemonSet is %s/%s", patch.Namespace, patch.Name, ds.Namespace, ds.Name)
-	}
-	ic := container(t, patch.Spec.Template.Spec.InitContainers, "cleanup-kube-proxy")
-	if !slices.Equal(ic.Args, []string{"cleanup", "--kube-proxy"}) {
-		t.Errorf("init args %q", ic.Args)
-	}
-	have := map[string]bool{}
-	for _, v := range ds.Spec.Template.Spec.Volumes {
-		have[v.Name] = true
-	}
-	for _, m := range ic.VolumeMounts {
-		if !have[m.Name] {
-			t.Errorf("the init container mounts %q, which the DaemonSet has no volume for", m.Name)
-		}
+	if c := ds.Spec.Template.Spec.Containers[0]; c.Name != "kube-ipvs" || len(c.Args) == 0 || c.Args[0] != "run" {
+		t.Errorf("the DaemonSet's first container is %s running %q; the patch expects kube-ipvs running run", c.Name, c.Args)
 	}
 }

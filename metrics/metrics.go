@@ -118,6 +118,9 @@ type Metrics struct {
 	stats   *ServiceStatsCollector
 
 	checksState // per-Service backend check metrics (backendchecks.go)
+
+	kpOnce sync.Once
+	kp     *kubeProxyCleanup // --cleanup-kube-proxy's metrics (kubeproxy.go)
 }
 
 // New creates the metrics on a fresh private registry.

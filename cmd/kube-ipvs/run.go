@@ -185,6 +185,9 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 			cfg.BackendChecks = backendcheck.New(backendcheck.Options{Observer: obs.Metrics})
 		}
 	}
+	if o.CleanupKubeProxy && !o.Once { // Validate refuses both; --once has no metrics
+		obs.FirstRepair = startKubeProxyCleanup(ctx, cfg.NodeName, recorder, obs.Metrics, log)
+	}
 	ctl, err := controller.New(cfg, client, dp, hostAddrs, recorder, obs, log)
 	if err != nil {
 		return err

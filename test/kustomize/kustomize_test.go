@@ -4,6 +4,8 @@
 package kustomize
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,4 +55,90 @@ func TestDeployBuilds(t *testing.T) {
 			t.Errorf("image %q used %d times; want the kustomization's tagged kube-ipvs image in the init and the proxy containers", image, n)
 		}
 	}
+}
+
+// deploy/ with the deploy/migrate Component added (as `kustomize edit add component
+// migrate` does) builds, and its DaemonSet has `kube-ipvs run` given --cleanup-kube-proxy
+// once, in the proxy container, and no init container besides the preflight: kube-proxy's
+// leftovers go after the proxy's first sync, never before it.
+func TestMigrateComponentBuilds(t *testing.T) {
+	fs := filesys.MakeFsInMemory()
+	for _, f := range []string{"kustomization.yaml", "rbac.yaml", "configmap.yaml", "daemonset.yaml", "migrate/kustomization.yaml", "migrate/cleanup-kube-proxy.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../../deploy", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "kustomization.yaml" {
+			if strings.Contains(string(data), "components:") {
+				t.Fatal("deploy/kustomization.yaml already lists components; the base must not enable migrate")
+			}
+			data = append(data, "components:\n  - migrate\n"...)
+		}
+		if err := fs.WriteFile(filepath.Join("/deploy", f), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	res, err := k.Run(fs, "/deploy")
+	if err != nil {
+		t.Fatalf("kustomize build deploy/ with components [migrate]: %v", err)
+	}
+	var found bool
+	for _, r := range res.Resources() {
+		if r.GetKind() != "DaemonSet" {
+			continue
+		}
+		found = true
+		m, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := dig(t, m, "spec", "template", "spec")
+		var inits []string
+		for _, c := range list(spec["initContainers"]) {
+			inits = append(inits, c["name"].(string))
+		}
+		if strings.Join(inits, " ") != "preflight" {
+			t.Errorf("init containers %v; want the preflight only", inits)
+		}
+		for _, c := range list(spec["containers"]) {
+			var args []string
+			for _, a := range c["args"].([]any) {
+				args = append(args, a.(string))
+			}
+			n := strings.Count(" "+strings.Join(args, " ")+" ", " --cleanup-kube-proxy ")
+			switch {
+			case c["name"] == "kube-ipvs" && (len(args) == 0 || args[0] != "run" || n != 1):
+				t.Errorf("the proxy container runs %q; want run with --cleanup-kube-proxy once", args)
+			case c["name"] != "kube-ipvs" && n != 0:
+				t.Errorf("container %v got --cleanup-kube-proxy", c["name"])
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no DaemonSet in the build")
+	}
+}
+
+func dig(t *testing.T, m map[string]any, keys ...string) map[string]any {
+	t.Helper()
+	for _, k := range keys {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			t.Fatalf("no %s in %v", k, keys)
+		}
+		m = next
+	}
+	return m
+}
+
+func list(v any) []map[string]any {
+	var out []map[string]any
+	l, _ := v.([]any)
+	for _, x := range l {
+		if m, ok := x.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
