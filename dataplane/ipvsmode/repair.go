@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/internal/samens"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -27,10 +28,10 @@ func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
 	}
 	fwDone := make(chan struct{})
 	var res dataplane.Result
-	go func() {
+	samens.Go(func() { // iptables-restore runs in the caller's namespace
 		defer close(fwDone)
 		res = d.repairFirewall(s.Services, s.NodeIPs, s.ServiceCIDRs)
-	}()
+	})
 	d.noteAddrListing()
 	rest := d.repairAddrsAndIPVS(s, func() { <-fwDone })
 	<-fwDone

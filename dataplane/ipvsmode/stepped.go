@@ -9,6 +9,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/internal/samens"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
@@ -90,7 +91,8 @@ func (d *Dataplane) beginFirewallCheck(services map[model.ServiceName]*model.Ser
 	res := setsResult(sr, dataplane.OpUpdate)
 	res.Merge(d.fw.applyRules())
 	rules := make(chan iptables.Result, 1)
-	go func(r *iptables.Runner) { rules <- r.Resync() }(d.fw.rules)
+	r := d.fw.rules
+	samens.Go(func() { rules <- r.Resync() }) // iptables-save runs in the caller's namespace
 	res.SetEntries = d.fw.entries()
 	res.Phases.Firewall = time.Since(start)
 	return res, check, rules
