@@ -27,19 +27,21 @@ import (
 // entries in the sets, an externalTrafficPolicy Local load balancer with its in-cluster mark)
 // carries traffic that is not kube-ipvs's exactly as it would without it, with real TCP and
 // UDP packets:
-//   - a masquerading (IPVS NAT) virtual server an operator made with ipvsadm, from a pod in
-//     the cluster CIDR and from outside it, with net.ipv4.vs.conntrack as the proxy sets it
-//     (1) and as the kernel has it before the proxy sets it or after it stopped (0: conntrack
-//     does not follow IPVS's connections, so to it the real server's SYN-ACK is INVALID);
+//   - a masquerading (IPVS NAT) virtual server an operator made with ipvsadm (TCP, UDP, and
+//     TCP over IPv6), from a pod in the cluster CIDR and from outside it (IPv4), with
+//     net.ipv4.vs.conntrack as the proxy sets it (1) and as the kernel has it before the
+//     proxy sets it or after it stopped (0: conntrack does not follow IPVS's connections,
+//     so to it the real server's SYN-ACK is INVALID);
 //   - a firewall-mark virtual server whose mark (0x2001) has the in-cluster bit but not the
 //     proxy's layout: not masqueraded, the real server sees the client;
 //   - a forwarded TCP connection whose handshake the node sees only half of (asymmetric
 //     routing, k8s #94861): its SYN-ACK is INVALID to conntrack and still forwarded.
 //
-// The proxy's own Service keeps working throughout.
+// The proxy's own Service keeps working, and the INVALID drop still takes its endpoint's
+// SYN-ACK when conntrack does not follow IPVS (the drop is scoped, not gone).
 func TestGuestForeignTrafficIsNotTouched(t *testing.T) {
 	node := netip.MustParseAddr("192.168.1.10")
-	guestutil.EnterNode(t, node)
+	guestutil.EnterNode(t, node, netip.MustParseAddr("fd00:168::10")) // IPv6 forwarding on too
 	cidr := netip.MustParsePrefix("10.244.0.0/16")
 	dp, err := New(Config{Firewall: firewall.Config{ClusterCIDRs: []netip.Prefix{cidr}, NodeIPs: []netip.Addr{node}},
 		NodePortMin: 30000, NodePortMax: 32767}, "kube-ipvs0", 0, "", nil, discard)
@@ -47,10 +49,10 @@ func TestGuestForeignTrafficIsNotTouched(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ep := guestutil.NewPod(t, "ep", netip.MustParseAddr("10.244.0.2"))     // our endpoint
-	pod := guestutil.NewPod(t, "pod", netip.MustParseAddr("10.244.0.3"))   // a pod client
-	out := guestutil.NewPod(t, "out", netip.MustParseAddr("198.51.100.7")) // a client outside
-	rs := guestutil.NewPod(t, "rs", netip.MustParseAddr("10.244.30.1"))    // the foreign real server
+	ep := guestutil.NewPod(t, "ep", netip.MustParseAddr("10.244.0.2"))                                         // our endpoint
+	pod := guestutil.NewPod(t, "pod", netip.MustParseAddr("10.244.0.3"), netip.MustParseAddr("fd00:244::3"))   // a pod client
+	out := guestutil.NewPod(t, "out", netip.MustParseAddr("198.51.100.7"))                                     // a client outside
+	rs := guestutil.NewPod(t, "rs", netip.MustParseAddr("10.244.30.1"), netip.MustParseAddr("fd00:244:30::1")) // the foreign real server
 	ep.ServeTCPWho(t, 8080, "ep")
 	rs.ServeTCPWho(t, 8080, "rs")
 	rsUDP := rs.ServeUDP(t, 5353, "rs")
@@ -96,7 +98,9 @@ func TestGuestForeignTrafficIsNotTouched(t *testing.T) {
 
 	// The operator's own virtual servers, on an address and with real servers of its own.
 	vip := netip.MustParseAddr("10.97.9.1")
-	foreignLink(t, "foreign0", vip, netip.MustParseAddr("10.97.9.2"))
+	foreignLink(t, "foreign0", vip, netip.MustParseAddr("10.97.9.2"), netip.MustParseAddr("fd00:97:9::1"))
+	netnstest.Run(t, "ipvsadm", "-A", "-t", "[fd00:97:9::1]:80", "-s", "rr")
+	netnstest.Run(t, "ipvsadm", "-a", "-t", "[fd00:97:9::1]:80", "-r", "[fd00:244:30::1]:8080", "-m")
 	netnstest.Run(t, "ipvsadm", "-A", "-t", "10.97.9.1:80", "-s", "rr")
 	netnstest.Run(t, "ipvsadm", "-a", "-t", "10.97.9.1:80", "-r", "10.244.30.1:8080", "-m")
 	netnstest.Run(t, "ipvsadm", "-A", "-u", "10.97.9.1:53", "-s", "rr")
@@ -128,6 +132,9 @@ func TestGuestForeignTrafficIsNotTouched(t *testing.T) {
 			}
 			ask(c, "10.97.9.1:80", "rs "+c.IP(4).String())
 			ask(c, "10.97.9.2:80", "rs "+c.IP(4).String()) // the foreign mark: not masqueraded
+			if c == pod {
+				ask(c, "[fd00:97:9::1]:80", "rs "+c.IP(6).String())
+			}
 			if got, err := c.AskUDP(netip.MustParseAddrPort("10.97.9.1:53")); err != nil || got != "rs" {
 				t.Errorf("%s -> 10.97.9.1:53 over UDP: %q, %v; want rs", c.Name, got, err)
 			}
@@ -135,6 +142,15 @@ func TestGuestForeignTrafficIsNotTouched(t *testing.T) {
 		if n := rsUDP.Served() - before; n != 2 {
 			t.Errorf("the foreign UDP real server answered %d datagrams, want 2", n)
 		}
+	}
+	// The drop still takes what is ours: without vs.conntrack our endpoint's SYN-ACK is
+	// INVALID too, and it comes from a real server of ours.
+	dropped := invalidDrops(t)
+	if _, err := pod.AskTCP(netip.MustParseAddrPort("10.96.0.10:80")); err == nil {
+		t.Errorf("with vs.conntrack=0 our own Service answered: the INVALID drop did not take our endpoint's SYN-ACK")
+	}
+	if n := invalidDrops(t); n <= dropped {
+		t.Errorf("the INVALID drop counted %d packets before our endpoint's SYN-ACK and %d after", dropped, n)
 	}
 
 	// Non-Kubernetes traffic the node routes, with the proxy's sysctls.
@@ -151,12 +167,32 @@ func TestGuestForeignTrafficIsNotTouched(t *testing.T) {
 	}
 }
 
+// invalidDrops is the packet count of KIPVS-FORWARD's INVALID drop.
+func invalidDrops(t *testing.T) int {
+	t.Helper()
+	for _, line := range strings.Split(netnstest.Run(t, "iptables", "-L", firewall.ChainForward, "-v", "-x", "-n"), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[2] == "DROP" && strings.Contains(line, "INVALID") {
+			n, err := strconv.Atoi(f[0])
+			if err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no INVALID drop in %s", firewall.ChainForward)
+	return 0
+}
+
 // foreignLink holds addresses of the operator's own on a dummy link kube-ipvs does not own.
 func foreignLink(t *testing.T, name string, addrs ...netip.Addr) {
 	t.Helper()
 	netnstest.Run(t, "ip", "link", "add", name, "type", "dummy")
 	for _, a := range addrs {
-		netnstest.Run(t, "ip", "addr", "add", a.String()+"/32", "dev", name)
+		if a.Is4() {
+			netnstest.Run(t, "ip", "addr", "add", a.String()+"/32", "dev", name)
+		} else {
+			netnstest.Run(t, "ip", "-6", "addr", "add", a.String()+"/128", "dev", name, "nodad")
+		}
 	}
 }
 
