@@ -7,6 +7,14 @@
 // their number and text are the same for one Service and for 100,000. Everything that
 // depends on Services is an ipset entry, and a Service change touches only its own entries.
 //
+// The rules touch only the proxy's own traffic. A node carries other traffic too (an
+// operator's IPVS virtual servers, kube-proxy's during a migration, routed non-Kubernetes
+// connections), so every rule that drops, rejects, marks or masquerades needs an entry of
+// ours (a destination in a set, or for replies from endpoints a source in KIPVS-LOOP-BACK)
+// or a mark of the in-cluster layout (model.IsInClusterMark). The guest test
+// TestGuestForeignTrafficIsNotTouched (dataplane/ipvsmode) holds them to it. The one broad
+// rule accepts: KIPVS-FORWARD lets RELATED,ESTABLISHED packets through a DROP policy.
+//
 // Sets are per family: an IPv4 set has the base name (KIPVS-CLUSTER-IP), its IPv6 twin the
 // suffix "-6" (KIPVS-CLUSTER-IP-6). The one port-only set (KIPVS-HEALTH-CHECK-NODE-PORT,
 // bitmap:port) has no family and serves both.

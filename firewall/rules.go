@@ -221,7 +221,10 @@ func familyCIDRs(cfg Config, f Family) []netip.Prefix {
 // nat decides what to masquerade before IPVS rewrites the destination, and masquerades after.
 func (w *writer) nat(cfg Config) {
 	mark := fmt.Sprintf("%#x", cfg.Mark())
-	inCluster := fmt.Sprintf("-m mark --mark %#x/%#x", model.InClusterMarkBit, inClusterMarkMask)
+	// The whole layout of model.IsInClusterMark, not the bit alone: a packet another tool
+	// marked with 0x2000 among other bits is not ours to masquerade.
+	inCluster := fmt.Sprintf("-m mark --mark %#x/%#x -m mark ! --mark 0x0/0xffff0000 -m mark ! --mark 0x0/0x3",
+		model.InClusterMarkBit, inClusterMarkMask)
 	cidrs := familyCIDRs(cfg, w.f)
 	chains := []string{ChainServices, ChainOutput, ChainPostrouting, ChainMarkMasq}
 	clusterMasq := !cfg.MasqueradeAll && len(cidrs) > 0
@@ -281,8 +284,13 @@ func (w *writer) filter() {
 	w.rule(ChainVIPFilter, "-p "+icmp, "ping and errors to a VIP stay answered", "RETURN")
 	w.rule(ChainVIPFilter, "",
 		"no Service on this VIP and port: a node process on 0.0.0.0 must not be reachable here (k8s #72236)", "REJECT")
-	w.rule(ChainForward, "-m conntrack --ctstate INVALID",
-		"out-of-window packets of NATed connections would reach endpoints un-NATed and be answered with RST", "DROP")
+	// Only replies from one of our real servers: SetLoopBack holds every real server as
+	// ip,proto:port,ip, so src,src,src matches exactly a packet from a real server's address
+	// and port. A global drop would cut traffic that is not ours: a TCP handshake routed
+	// asymmetrically through the node (k8s #94861), or the replies of another IPVS virtual
+	// server whose connections conntrack does not follow (net.ipv4.vs.conntrack=0).
+	w.rule(ChainForward, "-m conntrack --ctstate INVALID "+w.set(SetLoopBack, "src,src,src"),
+		"out-of-window replies from endpoints would reach clients un-NATed and be answered with RST", "DROP")
 	w.rule(ChainForward, "-m conntrack --ctstate RELATED,ESTABLISHED",
 		"replies from endpoints cross FORWARD before IPVS un-NATs them; a DROP policy must not cut them", "ACCEPT")
 	w.rule(ChainForward, "", "new connections from pods and other hosts to a Service CIDR", ChainCIDRFilter)
