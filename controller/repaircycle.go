@@ -121,10 +121,16 @@ func (c *Controller) recomputeStep(cy *repairCycle) dataplane.Result {
 	}
 	cy.gone = nil
 	n := min(c.cfg.RepairStep, len(cy.names))
+	deadline := time.Now().Add(dataplane.StepTime)
+	done := 0
 	for _, name := range cy.names[:n] {
+		if done > 0 && time.Now().After(deadline) {
+			break // a step stays short however slow the machine (the Apply below counts too)
+		}
 		c.recompute(name, cy.pcfg, &ch)
+		done++
 	}
-	cy.names = cy.names[n:]
+	cy.names = cy.names[done:]
 	return c.dp.Apply(ch)
 }
 

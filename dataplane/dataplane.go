@@ -179,3 +179,7 @@ func (r Result) Failed() int {
 	}
 	return n
 }
+
+// StepTime bounds one step of a stepped repair, whatever its budget: a change waits for one
+// step at most, and under emulation or load a step of RepairStep reads can take seconds.
+const StepTime = 25 * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
@@ -71,15 +72,25 @@ func (c *Check) Left() int { return len(c.keys) }
 // for one that is not wanted) and writes what drifted: a wanted one is made right, one
 // that is not wanted is deleted if owned says it is the proxy's. done: nothing is left.
 func (c *Check) Step(budget int, desired func(model.VSKey) *model.VirtualServer, owned func(model.VSKey) bool) (res Result, done bool) {
+	return c.StepUntil(budget, time.Time{}, desired, owned)
+}
+
+// StepUntil is Step, but stops reading once until has passed (after one virtual server at
+// least; zero: no time limit): under emulation or load one read can take milliseconds, and a
+// step must stay short whatever the machine.
+func (c *Check) StepUntil(budget int, until time.Time, desired func(model.VSKey) *model.VirtualServer, owned func(model.VSKey) bool) (res Result, done bool) {
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := min(max(budget, 1), len(c.keys))
-	batch := c.keys[:n]
-	c.keys = c.keys[n:]
-	changes := make(map[model.VSKey]*model.VirtualServer, n)
+	changes := make(map[model.VSKey]*model.VirtualServer)
 	var failed map[model.VSKey]error
-	for _, key := range batch {
+	taken := 0
+	for _, key := range c.keys[:n] {
+		if taken > 0 && !until.IsZero() && time.Now().After(until) {
+			break
+		}
+		taken++
 		have, err := c.read(key)
 		if err != nil {
 			if failed == nil {
@@ -99,6 +110,7 @@ func (c *Check) Step(budget int, desired func(model.VSKey) *model.VirtualServer,
 			changes[key] = nil
 		}
 	}
+	c.keys = c.keys[taken:]
 	res = r.apply(changes)
 	for k, e := range failed {
 		if res.Errors == nil {

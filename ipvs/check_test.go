@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
@@ -153,5 +154,30 @@ func TestCheckRepairsDriftBesideAChange(t *testing.T) {
 	}
 	if w := writesIn(f.TakeOps()); len(w) != 1 || !strings.HasPrefix(w[0], "new-dest") || !strings.Contains(w[0], "10.0.0.2:53") {
 		t.Fatalf("check wrote %q, want only kB's lost real server back", w)
+	}
+}
+
+// A step also ends when its time is up, after one virtual server at least: with the time
+// already past, a budget of 10 checks one a step; with none, all of them in one.
+func TestCheckStepEndsWhenItsTimeIsUp(t *testing.T) {
+	f := NewFakeKernel()
+	r := NewReconciler(f)
+	desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kB, "rr", "10.0.0.2:53", 1), vs(kC, "rr", "10.0.0.3:443", 1))
+	r.Apply(maps.Clone(desired))
+	for _, tc := range []struct {
+		until time.Time
+		steps int
+	}{{time.Now().Add(-time.Second), 3}, {time.Time{}, 1}} {
+		c, err := r.BeginCheck(keysOf(desired))
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := 0
+		for done := false; !done; steps++ {
+			_, done = c.StepUntil(10, tc.until, lookup(desired), ownAll)
+		}
+		if steps != tc.steps {
+			t.Errorf("until %v: %d steps, want %d", tc.until, steps, tc.steps)
+		}
 	}
 }

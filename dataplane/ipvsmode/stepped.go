@@ -135,7 +135,7 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	if !sr.ipvsDone {
 		start := time.Now()
 		owned := d.owns(l.NodeIPs, func(a netip.Addr) bool { return l.Bound(a) || sr.prior[a] })
-		r, done := sr.check.Step(budget, l.VS, owned)
+		r, done := sr.check.StepUntil(budget, start.Add(dataplane.StepTime), l.VS, owned)
 		res.Merge(d.afterIPVS(r))
 		res.Phases.IPVS = time.Since(start)
 		sr.ipvsDone = done
