@@ -95,7 +95,6 @@ func (r *runner) churn() error {
 	r.res.Churn = c
 	r.quiet()
 	before := r.writes()
-	cycles0 := r.cycleCount()
 	slices := r.client.DiscoveryV1().EndpointSlices(Namespace)
 	// The Services changed: one-port ClusterIP ones (i%10 == 2), visited in a spread order;
 	// each change adds the Service's extra endpoint, or removes it if the last one added it.
@@ -164,7 +163,7 @@ func (r *runner) churn() error {
 				len(c.Cycles), cy.EndedAt, cy.Seconds, 1000*cy.LongestStep, cy.CoreShare, n)
 			lastCount, lastSum = cnt, sum
 		}
-		if r.cycleCount()-cycles0 >= o.Cycles || time.Since(start) > o.Max || r.ctx.Err() != nil {
+		if len(c.Cycles) >= o.Cycles || time.Since(start) > o.Max || r.ctx.Err() != nil {
 			break
 		}
 		i := 10*((n*stride)%svcs) + 2
@@ -256,11 +255,6 @@ func (r *runner) cycleSums() (int, float64) {
 		}
 	}
 	return 0, 0
-}
-
-func (r *runner) cycleCount() int {
-	n, _ := r.cycleSums()
-	return n
 }
 
 // gauge reads a gauge of the controller's metrics (0 when absent).
