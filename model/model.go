@@ -154,9 +154,12 @@ type ServiceState struct {
 	VSes    map[VSKey]*VirtualServer
 	Bind    map[netip.Addr]bool
 	Reasons []Problem // what was wrong with the Service's input, already worked around
-	// Endpoints says, per port, family and traffic policy in use, which endpoints became
-	// real servers and why each other one did not (for `kube-ipvs explain`).
-	Endpoints []EndpointChoice
+	// Choices says, per port, family and traffic policy in use, which endpoints became real
+	// servers and why each other one did not (for `kube-ipvs explain`; nil: none). It is
+	// worked out when asked (EndpointChoices), not kept: only explain and list read it, and
+	// kept for every Service it was the largest part of the desired state (about 2 KiB per
+	// Service of 10 endpoints).
+	Choices ChoiceSource
 
 	// LoadBalancer: the Service is of type LoadBalancer (its health-check node port is
 	// opened in the firewall).
@@ -172,6 +175,14 @@ type ServiceState struct {
 	LocalEndpoints      int
 	// HealthCheck is the Service's backend health check (nil: none, the default).
 	HealthCheck *HealthCheck
+}
+
+// EndpointChoices returns the Service's endpoint choices (see Choices), in a new slice.
+func (s *ServiceState) EndpointChoices() []EndpointChoice {
+	if s.Choices == nil {
+		return nil
+	}
+	return s.Choices.EndpointChoices()
 }
 
 // SourceRanges are a Service's load-balancer source ranges by family, as the IPVS mode's

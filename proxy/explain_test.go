@@ -14,7 +14,7 @@ import (
 // choices renders a state's endpoint choices as "port local addr pod chosen|why" lines.
 func choices(st *model.ServiceState) []string {
 	var out []string
-	for _, c := range st.Endpoints {
+	for _, c := range st.EndpointChoices() {
 		what := "chosen"
 		if !c.Chosen {
 			what = "out: " + c.Why
@@ -100,7 +100,7 @@ func TestEndpointChoicesSayWhy(t *testing.T) {
 func checkChoicesAgree(t *testing.T, st *model.ServiceState) {
 	t.Helper()
 	chosen := map[string]bool{}
-	for _, c := range st.Endpoints {
+	for _, c := range st.EndpointChoices() {
 		if c.Chosen {
 			chosen[c.PortName+" "+c.RS.String()] = true
 		}
