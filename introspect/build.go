@@ -108,7 +108,7 @@ func binding(st *model.ServiceState, vs *model.VirtualServer) string {
 	switch {
 	case vs.Kind == model.KindNodePort:
 		return BoundNodeIP
-	case st.Bind[vs.Key.Addr]:
+	case st.Binds(vs.Key.Addr):
 		return BoundDummy
 	}
 	return BoundNodeAddr

@@ -6,6 +6,7 @@ package model
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -152,7 +153,9 @@ type VirtualServer struct {
 type ServiceState struct {
 	Name    ServiceName
 	VSes    map[VSKey]*VirtualServer
-	Bind    map[netip.Addr]bool
+	// Bind are the addresses to bind, without repeats: a list, not a set, as a Service has
+	// one or a few (a map per Service cost about 400 bytes at 10,000 Services and more).
+	Bind    []netip.Addr
 	Reasons []Problem // what was wrong with the Service's input, already worked around
 	// Choices says, per port, family and traffic policy in use, which endpoints became real
 	// servers and why each other one did not (for `kube-ipvs explain`; nil: none). It is
@@ -176,6 +179,9 @@ type ServiceState struct {
 	// HealthCheck is the Service's backend health check (nil: none, the default).
 	HealthCheck *HealthCheck
 }
+
+// Binds reports whether the Service wants a bound to kube-ipvs0.
+func (s *ServiceState) Binds(a netip.Addr) bool { return slices.Contains(s.Bind, a) }
 
 // EndpointChoices returns the Service's endpoint choices (see Choices), in a new slice.
 func (s *ServiceState) EndpointChoices() []EndpointChoice {

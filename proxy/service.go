@@ -32,7 +32,6 @@ func BuildService(svc *v1.Service, slices []*discoveryv1.EndpointSlice, cfg *Con
 	st := &model.ServiceState{
 		Name:          model.ServiceName{Namespace: svc.Namespace, Name: svc.Name},
 		VSes:          map[model.VSKey]*model.VirtualServer{},
-		Bind:          map[netip.Addr]bool{},
 		LoadBalancer:  svc.Spec.Type == v1.ServiceTypeLoadBalancer,
 		ExternalLocal: etpLocal,
 		SourceRanges:  SourceRangesOf(svc),
@@ -259,8 +258,8 @@ func (pb *portBuilder) add(addrs []netip.Addr, port uint16, kind model.VSKind, l
 		if local && kind != model.KindClusterIP {
 			pb.external = append(pb.external, vs)
 		}
-		if kind != model.KindNodePort && !pb.vips.nodeOwn[a] {
-			pb.st.Bind[a] = true
+		if kind != model.KindNodePort && !pb.vips.nodeOwn[a] && !pb.st.Binds(a) {
+			pb.st.Bind = append(pb.st.Bind, a)
 		}
 	}
 }
