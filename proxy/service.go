@@ -272,7 +272,7 @@ func (pb *portBuilder) realsFor(is6, local bool) map[model.RSKey]uint32 {
 			pb.epsDone[f] = true
 		}
 		pb.reals[f][p] = pb.applyVerdicts(selectReals(pb.eps[f], local, pb.cfg), is6)
-		pb.choices.ports = append(pb.choices.ports, choicePort{name: pb.sp.Name, protocol: pb.sp.Protocol, is6: is6, local: local, reals: pb.reals[f][p]})
+		pb.choices.ports = append(pb.choices.ports, choicePort{name: pb.sp.Name, protocol: pb.sp.Protocol, is6: is6, local: local})
 		pb.realDone[f][p] = true
 	}
 	return pb.reals[f][p]
