@@ -151,8 +151,8 @@ type VirtualServer struct {
 // fallback need. It is complete: nothing downstream of package proxy reads the Service.
 // Node IPs (NodePort virtual servers) and the node's own addresses are never bound.
 type ServiceState struct {
-	Name    ServiceName
-	VSes    map[VSKey]*VirtualServer
+	Name ServiceName
+	VSes map[VSKey]*VirtualServer
 	// Bind are the addresses to bind, without repeats: a list, not a set, as a Service has
 	// one or a few (a map per Service cost about 400 bytes at 10,000 Services and more).
 	Bind    []netip.Addr
