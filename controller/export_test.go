@@ -45,7 +45,7 @@ func TestDesiredServicesResolvesConflicts(t *testing.T) {
 	if len(b.Reasons) != 1 || b.Reasons[0].Reason != proxy.ReasonVirtualServerConflict {
 		t.Errorf("the loser's reasons: %v", b.Reasons)
 	}
-	if len(a.Endpoints) != 1 || a.Endpoints[0].Pod != "a-pod" || !a.Endpoints[0].Chosen {
-		t.Errorf("the owner's endpoint choices: %+v", a.Endpoints)
+	if ch := a.EndpointChoices(); len(ch) != 1 || ch[0].Pod != "a-pod" || !ch[0].Chosen {
+		t.Errorf("the owner's endpoint choices: %+v", ch)
 	}
 }

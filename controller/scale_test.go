@@ -175,7 +175,7 @@ func TestDesiredStateCountersMatchARecount(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			d.update(name, nil)
 		} else {
-			st := &model.ServiceState{Name: name, VSes: map[model.VSKey]*model.VirtualServer{}, Bind: map[netip.Addr]bool{}}
+			st := &model.ServiceState{Name: name, VSes: map[model.VSKey]*model.VirtualServer{}}
 			// Keys overlap between Services, so some are contended.
 			for v := range 1 + rng.IntN(3) {
 				key := model.VSKey{Addr: netip.AddrFrom4([4]byte{10, 96, 0, byte(rng.IntN(30))}), Proto: model.TCP, Port: uint16(80 + v)}
@@ -184,7 +184,9 @@ func TestDesiredStateCountersMatchARecount(t *testing.T) {
 					vs.Reals[model.RSKey{Addr: netip.AddrFrom4([4]byte{10, 244, 0, byte(r)}), Port: 8080}] = 1
 				}
 				st.VSes[key] = vs
-				st.Bind[key.Addr] = true
+				if !st.Binds(key.Addr) {
+					st.Bind = append(st.Bind, key.Addr)
+				}
 			}
 			if rng.IntN(3) == 0 {
 				st.HealthCheckNodePort = uint16(30000 + rng.IntN(100))
@@ -242,7 +244,7 @@ func TestUnchangedVirtualServerKeepsItsObject(t *testing.T) {
 	name := model.ServiceName{Namespace: "ns", Name: "a"}
 	key := model.VSKey{Addr: netip.MustParseAddr("10.96.0.1"), Proto: model.TCP, Port: 80}
 	build := func(port string, weight uint32) *model.ServiceState {
-		return &model.ServiceState{Name: name, Bind: map[netip.Addr]bool{key.Addr: true}, VSes: map[model.VSKey]*model.VirtualServer{
+		return &model.ServiceState{Name: name, Bind: []netip.Addr{key.Addr}, VSes: map[model.VSKey]*model.VirtualServer{
 			key: {Key: key, Spec: model.VSSpec{Scheduler: "rr"}, PortName: port,
 				Reals: map[model.RSKey]uint32{{Addr: netip.MustParseAddr("10.244.0.1"), Port: 8080}: weight}}}}
 	}

@@ -157,16 +157,16 @@ func (d *desiredState) stopContending(name model.ServiceName) {
 // rebind adds to ch the addresses to bind and unbind, reference-counted across Services
 // (externalIPs and LB IPs may be shared).
 func (d *desiredState) rebind(ch *change, prev, next *model.ServiceState) {
-	for a := range bindSet(next) {
-		if prev == nil || !prev.Bind[a] {
+	for _, a := range bindList(next) {
+		if prev == nil || !prev.Binds(a) {
 			if d.bindRefs[a] == 0 {
 				ch.bind = append(ch.bind, a)
 			}
 			d.bindRefs[a]++
 		}
 	}
-	for a := range bindSet(prev) {
-		if next == nil || !next.Bind[a] {
+	for _, a := range bindList(prev) {
+		if next == nil || !next.Binds(a) {
 			d.bindRefs[a]--
 			if d.bindRefs[a] <= 0 {
 				delete(d.bindRefs, a)
@@ -205,7 +205,7 @@ func (d *desiredState) desiredVS(key model.VSKey) *model.VirtualServer {
 // bound reports whether some Service wants the address bound.
 func (d *desiredState) bound(a netip.Addr) bool { return d.bindRefs[a] > 0 }
 
-func bindSet(s *model.ServiceState) map[netip.Addr]bool {
+func bindList(s *model.ServiceState) []netip.Addr {
 	if s == nil {
 		return nil
 	}
@@ -242,7 +242,7 @@ func (d *desiredState) ownerOf(key model.VSKey) (model.ServiceName, bool) {
 func (d *desiredState) servicesBinding(a netip.Addr) []model.ServiceName {
 	var out []model.ServiceName
 	for n, s := range d.services {
-		if s.Bind[a] {
+		if s.Binds(a) {
 			out = append(out, n)
 		}
 	}

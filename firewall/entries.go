@@ -45,7 +45,7 @@ func serviceEntries(st *model.ServiceState, cfg Config, put func(SetName, Entry)
 		}
 		vsEntries(st, vs, a, cfg, add)
 	}
-	for a := range st.Bind {
+	for _, a := range st.Bind {
 		a = a.Unmap()
 		if a.IsValid() && enabled[b2i(a.Is6())] {
 			add(SetVIPs, FamilyOf(a), Entry{IP: a})

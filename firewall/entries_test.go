@@ -62,10 +62,9 @@ func state(bind []string, vses ...string) *model.ServiceState {
 	st := &model.ServiceState{
 		Name: model.ServiceName{Namespace: "ns", Name: "web"},
 		VSes: map[model.VSKey]*model.VirtualServer{},
-		Bind: map[netip.Addr]bool{},
 	}
 	for _, b := range bind {
-		st.Bind[netip.MustParseAddr(b)] = true
+		st.Bind = append(st.Bind, netip.MustParseAddr(b))
 	}
 	for _, s := range vses {
 		f := strings.Fields(s)

@@ -228,88 +228,97 @@ func (e Entry) String() string {
 
 // Check reports whether e can be a member of the set: the fields its type uses are set, the
 // others zero, and addresses are plain (no zone, not IPv4-mapped) and of the set's family.
+//
+// It allocates nothing for a valid entry: a repair checks every entry of every set.
 func (d SetDef) Check(e Entry) error {
-	bad := func(why string) error {
-		return fmt.Errorf("entry %s does not fit %s set %s: %s", e, d.Type, d.Name, why)
-	}
-	addr := func(a netip.Addr) error {
-		switch {
-		case !a.IsValid():
-			return bad("address missing")
-		case a.Zone() != "" || a.Is4In6():
-			return bad("address must be plain IPv4 or IPv6")
-		case FamilyOf(a) != d.Family:
-			return bad("address of the wrong family")
+	// The checks in order; the first that fails is the answer.
+	switch d.Type {
+	case HashNet:
+		if err := d.checkNetwork(&e); err != nil {
+			return err
 		}
-		return nil
-	}
-	portProto := func() error {
+		if e.IP.IsValid() || e.Proto != 0 || e.Port != 0 || e.IP2.IsValid() {
+			return d.bad(&e, "only a network belongs in it")
+		}
+	case HashIP:
+		if err := d.checkAddr(&e, e.IP); err != nil {
+			return err
+		}
+		if e.Proto != 0 || e.Port != 0 || e.IP2.IsValid() || e.Net.IsValid() {
+			return d.bad(&e, "only an address belongs in it")
+		}
+	case HashIPPort, HashIPPortIP, HashIPPortNet:
+		if err := d.checkAddr(&e, e.IP); err != nil {
+			return err
+		}
 		switch e.Proto {
 		case model.TCP, model.UDP, model.SCTP:
 		default:
-			return bad("protocol must be TCP, UDP or SCTP")
+			return d.bad(&e, "protocol must be TCP, UDP or SCTP")
 		}
-		return nil
-	}
-	network := func() error {
-		switch {
-		case !e.Net.IsValid():
-			return bad("network missing")
-		case e.Net != e.Net.Masked():
-			return bad("network not masked")
-		case e.Net.Bits() == 0:
-			return bad("a /0 network cannot be stored (the kernel takes /1 to /32 or /128)")
-		}
-		return addr(e.Net.Addr())
-	}
-	var errs []error
-	switch d.Type {
-	case HashNet:
-		errs = append(errs, network())
-		if e.IP.IsValid() || e.Proto != 0 || e.Port != 0 || e.IP2.IsValid() {
-			errs = append(errs, bad("only a network belongs in it"))
-		}
-	case HashIP:
-		errs = append(errs, addr(e.IP))
-		if e.Proto != 0 || e.Port != 0 || e.IP2.IsValid() || e.Net.IsValid() {
-			errs = append(errs, bad("only an address belongs in it"))
-		}
-	case HashIPPort, HashIPPortIP, HashIPPortNet:
-		errs = append(errs, addr(e.IP), portProto())
 		switch d.Type {
 		case HashIPPort:
 			if e.IP2.IsValid() || e.Net.IsValid() {
-				errs = append(errs, bad("no third dimension"))
+				return d.bad(&e, "no third dimension")
 			}
 		case HashIPPortIP:
-			errs = append(errs, addr(e.IP2))
+			if err := d.checkAddr(&e, e.IP2); err != nil {
+				return err
+			}
 			if e.Net.IsValid() {
-				errs = append(errs, bad("third dimension is an address, not a network"))
+				return d.bad(&e, "third dimension is an address, not a network")
 			}
 		case HashIPPortNet:
 			if e.IP2.IsValid() {
-				errs = append(errs, bad("third dimension is a network, not an address"))
+				return d.bad(&e, "third dimension is a network, not an address")
 			}
-			errs = append(errs, network())
+			if err := d.checkNetwork(&e); err != nil {
+				return err
+			}
 		}
 	case BitmapPort:
 		if e.IP.IsValid() || e.Proto != 0 || e.IP2.IsValid() || e.Net.IsValid() {
-			errs = append(errs, bad("only a port belongs in it"))
+			return d.bad(&e, "only a port belongs in it")
 		} else if e.Port < d.PortFrom || e.Port > d.PortTo {
-			errs = append(errs, bad(fmt.Sprintf("port outside %d-%d", d.PortFrom, d.PortTo)))
+			return d.bad(&e, fmt.Sprintf("port outside %d-%d", d.PortFrom, d.PortTo))
 		}
 	default:
-		errs = append(errs, bad("unknown set type"))
+		return d.bad(&e, "unknown set type")
 	}
 	if (e.Mark != 0) != d.SkbInfo {
-		errs = append(errs, bad("a mark belongs in every entry of a skbinfo set and in no other"))
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+		return d.bad(&e, "a mark belongs in every entry of a skbinfo set and in no other")
 	}
 	return nil
+}
+
+// bad is Check's error for e. e is passed by pointer and copied only here, so that a valid
+// entry is never moved to the heap.
+func (d SetDef) bad(e *Entry, why string) error {
+	return fmt.Errorf("entry %s does not fit %s set %s: %s", *e, d.Type, d.Name, why)
+}
+
+func (d SetDef) checkAddr(e *Entry, a netip.Addr) error {
+	switch {
+	case !a.IsValid():
+		return d.bad(e, "address missing")
+	case a.Zone() != "" || a.Is4In6():
+		return d.bad(e, "address must be plain IPv4 or IPv6")
+	case FamilyOf(a) != d.Family:
+		return d.bad(e, "address of the wrong family")
+	}
+	return nil
+}
+
+func (d SetDef) checkNetwork(e *Entry) error {
+	switch {
+	case !e.Net.IsValid():
+		return d.bad(e, "network missing")
+	case e.Net != e.Net.Masked():
+		return d.bad(e, "network not masked")
+	case e.Net.Bits() == 0:
+		return d.bad(e, "a /0 network cannot be stored (the kernel takes /1 to /32 or /128)")
+	}
+	return d.checkAddr(e, e.Net.Addr())
 }
 
 // EntryLess orders entries by address, protocol, port, second address, network, mark.

@@ -83,3 +83,16 @@ func TestEntryCheckAndString(t *testing.T) {
 		}
 	}
 }
+
+// A repair checks every entry of every set: a valid entry costs no allocation.
+func TestCheckOfAValidEntryAllocatesNothing(t *testing.T) {
+	d := SetDef{Name: SetLoopBack, Type: HashIPPortIP, Family: IPv4}
+	e := Entry{IP: netip.MustParseAddr("10.0.0.1"), Proto: model.TCP, Port: 80, IP2: netip.MustParseAddr("10.0.0.1")}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := d.Check(e); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Check allocates %v times per valid entry", n)
+	}
+}

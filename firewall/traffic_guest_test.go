@@ -105,7 +105,7 @@ func TestGuestTrafficBehaviours(t *testing.T) {
 	tracker := firewall.NewTracker()
 	for _, svc := range []*v1.Service{lbCluster, lbLocal} {
 		st := proxy.BuildService(svc, []*discoveryv1.EndpointSlice{slice(svc.Name)}, pcfg)
-		for addr := range st.Bind {
+		for _, addr := range st.Bind {
 			netnstest.Run(t, "ip", "addr", "add", addr.String()+"/32", "dev", "kube-ipvs0")
 		}
 		for key, vs := range st.VSes {

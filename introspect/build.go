@@ -59,7 +59,8 @@ func Build(in Input) Document {
 func buildService(st *model.ServiceState, in Input, rules []string) Service {
 	s := Service{Namespace: st.Name.Namespace, Name: st.Name.Name, ExternalLocal: st.ExternalLocal,
 		VIPs: []VIP{}, VirtualServers: []VirtualServer{}, Endpoints: []Endpoint{}}
-	pods := podsOf(st)
+	choices := st.EndpointChoices()
+	pods := podsOf(choices)
 	keys := make([]model.VSKey, 0, len(st.VSes))
 	for k := range st.VSes {
 		keys = append(keys, k)
@@ -75,7 +76,7 @@ func buildService(st *model.ServiceState, in Input, rules []string) Service {
 			s.VIPs = append(s.VIPs, VIP{Address: k.Addr.String(), Kind: vs.Kind.String(), Binding: binding(st, vs)})
 		}
 	}
-	for _, c := range st.Endpoints {
+	for _, c := range choices {
 		policy := "Cluster"
 		if c.Local {
 			policy = "Local"
@@ -107,16 +108,16 @@ func binding(st *model.ServiceState, vs *model.VirtualServer) string {
 	switch {
 	case vs.Kind == model.KindNodePort:
 		return BoundNodeIP
-	case st.Bind[vs.Key.Addr]:
+	case st.Binds(vs.Key.Addr):
 		return BoundDummy
 	}
 	return BoundNodeAddr
 }
 
-// podsOf maps each endpoint address to its pod and node, from the recorded choices.
-func podsOf(st *model.ServiceState) map[model.RSKey]model.EndpointChoice {
-	out := make(map[model.RSKey]model.EndpointChoice, len(st.Endpoints))
-	for _, c := range st.Endpoints {
+// podsOf maps each endpoint address to its pod and node, from the endpoint choices.
+func podsOf(choices []model.EndpointChoice) map[model.RSKey]model.EndpointChoice {
+	out := make(map[model.RSKey]model.EndpointChoice, len(choices))
+	for _, c := range choices {
 		out[c.RS] = c
 	}
 	return out

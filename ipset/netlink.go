@@ -41,6 +41,11 @@ type NetlinkKernel struct {
 
 	mu        sync.Mutex
 	revisions map[revKey]uint8 // newest revision the kernel has per type and family
+
+	// buf is where request builds the attributes, reused: a batch of entries is tens of
+	// KiB, and a cold start sends hundreds of batches.
+	bufMu sync.Mutex
+	buf   []byte
 }
 
 type revKey struct {
@@ -79,9 +84,13 @@ func (k *NetlinkKernel) Close() { k.sock.Socket.Close() }
 func (k *NetlinkKernel) request(cmd int, flags int, attrs func(b []byte) []byte) *nl.NetlinkRequest {
 	req := nl.NewNetlinkRequest(cmd|(unix.NFNL_SUBSYS_IPSET<<8), flags)
 	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: k.sock}
-	b := nlcodec.AppendNfgenHeader(nil, unix.AF_INET, unix.NFNETLINK_V0)
+	k.bufMu.Lock()
+	defer k.bufMu.Unlock()
+	b := nlcodec.AppendNfgenHeader(k.buf[:0], unix.AF_INET, unix.NFNETLINK_V0)
 	b = nlcodec.AppendU8(b, nl.IPSET_ATTR_PROTOCOL, nl.IPSET_PROTOCOL)
-	req.AddRawData(attrs(b))
+	b = attrs(b)
+	req.AddRawData(b) // a copy
+	k.buf = b
 	return req
 }
 

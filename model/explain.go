@@ -19,6 +19,13 @@ type EndpointChoice struct {
 	Why string
 }
 
+// ChoiceSource works a Service's endpoint choices out again from what its state was built
+// from (package proxy keeps that read-only input, which the informers hold anyway). It is
+// safe for concurrent use and gives the same choices every time.
+type ChoiceSource interface {
+	EndpointChoices() []EndpointChoice
+}
+
 // Reasons an endpoint is left out (EndpointChoice.Why).
 const (
 	WhyNotReady         = "not ready"

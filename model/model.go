@@ -6,6 +6,7 @@ package model
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -150,13 +151,18 @@ type VirtualServer struct {
 // fallback need. It is complete: nothing downstream of package proxy reads the Service.
 // Node IPs (NodePort virtual servers) and the node's own addresses are never bound.
 type ServiceState struct {
-	Name    ServiceName
-	VSes    map[VSKey]*VirtualServer
-	Bind    map[netip.Addr]bool
+	Name ServiceName
+	VSes map[VSKey]*VirtualServer
+	// Bind are the addresses to bind, without repeats: a list, not a set, as a Service has
+	// one or a few (a map per Service cost about 400 bytes at 10,000 Services and more).
+	Bind    []netip.Addr
 	Reasons []Problem // what was wrong with the Service's input, already worked around
-	// Endpoints says, per port, family and traffic policy in use, which endpoints became
-	// real servers and why each other one did not (for `kube-ipvs explain`).
-	Endpoints []EndpointChoice
+	// Choices says, per port, family and traffic policy in use, which endpoints became real
+	// servers and why each other one did not (for `kube-ipvs explain`; nil: none). It is
+	// worked out when asked (EndpointChoices), not kept: only explain and list read it, and
+	// kept for every Service it was the largest part of the desired state (about 2 KiB per
+	// Service of 10 endpoints).
+	Choices ChoiceSource
 
 	// LoadBalancer: the Service is of type LoadBalancer (its health-check node port is
 	// opened in the firewall).
@@ -172,6 +178,17 @@ type ServiceState struct {
 	LocalEndpoints      int
 	// HealthCheck is the Service's backend health check (nil: none, the default).
 	HealthCheck *HealthCheck
+}
+
+// Binds reports whether the Service wants a bound to kube-ipvs0.
+func (s *ServiceState) Binds(a netip.Addr) bool { return slices.Contains(s.Bind, a) }
+
+// EndpointChoices returns the Service's endpoint choices (see Choices), in a new slice.
+func (s *ServiceState) EndpointChoices() []EndpointChoice {
+	if s.Choices == nil {
+		return nil
+	}
+	return s.Choices.EndpointChoices()
 }
 
 // SourceRanges are a Service's load-balancer source ranges by family, as the IPVS mode's

@@ -93,8 +93,17 @@ func collectEndpoints(slcs []*discoveryv1.EndpointSlice, sp *v1.ServicePort, is6
 	if is6 {
 		want = discoveryv1.AddressTypeIPv6
 	}
-	var out []endpoint
-	index := map[model.RSKey]int{}
+	// Sized once for every endpoint of the slices: a full sync builds every Service, and
+	// growing the list (and a map to find repeats) cost more than the list itself.
+	n := 0
+	for _, s := range slcs {
+		n += len(s.Endpoints)
+	}
+	out := make([]endpoint, 0, n)
+	var index map[model.RSKey]int // only for many endpoints; fewer are searched
+	if n > smallEndpoints {
+		index = make(map[model.RSKey]int, n)
+	}
 	for _, s := range slcs {
 		if s.AddressType != want {
 			continue
@@ -112,17 +121,39 @@ func collectEndpoints(slcs []*discoveryv1.EndpointSlice, sp *v1.ServicePort, is6
 			if !ok {
 				continue
 			}
-			if at, dup := index[e.rs]; dup {
+			if at := findEndpoint(out, index, e.rs); at >= 0 {
 				if e.rank() > out[at].rank() {
 					out[at] = e
 				}
 				continue
 			}
-			index[e.rs] = len(out)
+			if index != nil {
+				index[e.rs] = len(out)
+			}
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// smallEndpoints is how many endpoints a port may have for repeats to be found by looking
+// through the list rather than in a map.
+const smallEndpoints = 32
+
+// findEndpoint returns where rs is in eps (-1: not there), through index when there is one.
+func findEndpoint(eps []endpoint, index map[model.RSKey]int, rs model.RSKey) int {
+	if index != nil {
+		if at, ok := index[rs]; ok {
+			return at
+		}
+		return -1
+	}
+	for i := range eps {
+		if eps[i].rs == rs {
+			return i
+		}
+	}
+	return -1
 }
 
 // newEndpoint reads endpoint i of slice s. Only the first address is used: the API says

@@ -14,7 +14,7 @@ import (
 // choices renders a state's endpoint choices as "port local addr pod chosen|why" lines.
 func choices(st *model.ServiceState) []string {
 	var out []string
-	for _, c := range st.Endpoints {
+	for _, c := range st.EndpointChoices() {
 		what := "chosen"
 		if !c.Chosen {
 			what = "out: " + c.Why
@@ -100,7 +100,7 @@ func TestEndpointChoicesSayWhy(t *testing.T) {
 func checkChoicesAgree(t *testing.T, st *model.ServiceState) {
 	t.Helper()
 	chosen := map[string]bool{}
-	for _, c := range st.Endpoints {
+	for _, c := range st.EndpointChoices() {
 		if c.Chosen {
 			chosen[c.PortName+" "+c.RS.String()] = true
 		}
@@ -137,4 +137,17 @@ func TestNodePortChoicesFollowExternalPolicy(t *testing.T) {
 	if got := choices(st); !slices.Equal(got, want) {
 		t.Errorf("choices:\n got %q\nwant %q", got, want)
 	}
+}
+
+// The choices are worked out again when asked, without the health-check verdicts: an
+// endpoint the checker holds at weight 0 is still a chosen real server, as it was when the
+// state was built.
+func TestEndpointChoicesOfACheckedService(t *testing.T) {
+	sl := []*discoveryv1.EndpointSlice{v4("a", httpPort, ep("10.1.0.1", pod("a")), ep("10.1.0.2", pod("b")))}
+	st := BuildService(service(check("tcp")), sl, config(unhealthy("10.1.0.2:8080")))
+	want := []string{"http local=false 10.1.0.1:8080 pod=a chosen", "http local=false 10.1.0.2:8080 pod=b chosen"}
+	if got := choices(st); !slices.Equal(got, want) {
+		t.Errorf("choices %q, want %q", got, want)
+	}
+	checkChoicesAgree(t, st)
 }

@@ -260,14 +260,9 @@ func vses(st *model.ServiceState) []string {
 	return out
 }
 
-// binds renders the Bind set sorted.
+// binds renders the Bind list sorted.
 func binds(st *model.ServiceState) []string {
-	addrs := make([]netip.Addr, 0, len(st.Bind))
-	for a, ok := range st.Bind {
-		if ok {
-			addrs = append(addrs, a)
-		}
-	}
+	addrs := slices.Clone(st.Bind)
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	out := make([]string, 0, len(addrs))
 	for _, a := range addrs {

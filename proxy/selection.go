@@ -14,28 +14,50 @@ import "github.com/kube-ipvs/kube-ipvs/model"
 //   - Topology hints only for cluster-wide policies and only among ready endpoints: they are
 //     about spreading healthy load, and a Local policy already keeps traffic on the node.
 func selectReals(eps []endpoint, local bool, cfg *Config) map[model.RSKey]uint32 {
-	var ready, fallback []endpoint
-	for _, e := range eps {
-		if local && !e.local {
-			continue
-		}
-		switch {
+	nReady, nFallback := 0, 0
+	allNodeHinted, allZoneHinted := true, true // among the ready
+	for i := range eps {
+		switch e := &eps[i]; {
+		case local && !e.local:
 		case e.ready:
-			ready = append(ready, e)
+			nReady++
+			allNodeHinted = allNodeHinted && e.nodeHinted
+			allZoneHinted = allZoneHinted && e.zoneHinted
 		case e.serving && e.terminating:
-			fallback = append(fallback, e)
+			nFallback++
 		}
 	}
-	chosen := fallback
-	if len(ready) > 0 {
-		chosen = ready
-		if !local {
-			chosen = applyTopology(ready, cfg)
+	useReady := nReady > 0
+	// Hints are used only when every ready endpoint has them (filterHinted).
+	hints := (cfg.NodeName != "" && allNodeHinted) || (cfg.NodeZone != "" && allZoneHinted)
+	if useReady && !local && hints {
+		var ready []endpoint
+		for _, e := range eps {
+			if e.ready {
+				ready = append(ready, e)
+			}
 		}
+		chosen := applyTopology(ready, cfg)
+		reals := make(map[model.RSKey]uint32, len(chosen))
+		for _, e := range chosen {
+			reals[e.rs] = 1
+		}
+		return reals
 	}
-	reals := make(map[model.RSKey]uint32, len(chosen))
-	for _, e := range chosen {
-		reals[e.rs] = 1
+	// No topology to apply: the chosen go straight into the map, without a list of them
+	// first (a full sync selects for every Service).
+	n := nFallback
+	if useReady {
+		n = nReady
+	}
+	reals := make(map[model.RSKey]uint32, n)
+	for i := range eps {
+		e := &eps[i]
+		switch {
+		case local && !e.local:
+		case useReady && e.ready, !useReady && e.serving && e.terminating:
+			reals[e.rs] = 1
+		}
 	}
 	return reals
 }

@@ -18,7 +18,8 @@ const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 // ServiceState.Reasons, so one broken field costs only the virtual servers it affects.
 //
 // slices should be the EndpointSlices of svc; slices of other Services are ignored. The
-// inputs are not modified.
+// inputs are not modified, and must not be afterwards: the state's Choices reads the slices
+// again when asked (the informers' objects are never modified).
 func BuildService(svc *v1.Service, slices []*discoveryv1.EndpointSlice, cfg *Config) *model.ServiceState {
 	if svc == nil || ignored(svc) {
 		return nil
@@ -31,7 +32,6 @@ func BuildService(svc *v1.Service, slices []*discoveryv1.EndpointSlice, cfg *Con
 	st := &model.ServiceState{
 		Name:          model.ServiceName{Namespace: svc.Namespace, Name: svc.Name},
 		VSes:          map[model.VSKey]*model.VirtualServer{},
-		Bind:          map[netip.Addr]bool{},
 		LoadBalancer:  svc.Spec.Type == v1.ServiceTypeLoadBalancer,
 		ExternalLocal: etpLocal,
 		SourceRanges:  SourceRangesOf(svc),
@@ -44,8 +44,12 @@ func BuildService(svc *v1.Service, slices []*discoveryv1.EndpointSlice, cfg *Con
 	if hc := svc.Spec.HealthCheckNodePort; hc > 0 && hc <= 65535 {
 		pb.healthCheckNodePort = uint16(hc)
 	}
+	pb.choices = &choiceSource{slices: pb.slices, nodeName: cfg.NodeName, nodeZone: cfg.NodeZone}
 	for i := range svc.Spec.Ports {
 		pb.addPort(i, &svc.Spec.Ports[i])
+	}
+	if len(pb.choices.ports) > 0 {
+		st.Choices = pb.choices
 	}
 	if etpLocal && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
 		st.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
@@ -143,6 +147,7 @@ type portBuilder struct {
 	vips               serviceVIPs
 	nodeIPs            []netip.Addr
 	svcPorts           []v1.ServicePort
+	choices            *choiceSource // the Service's, filled by realsFor
 	// healthCheckNodePort is the Service's, if valid: the in-cluster mark of a port without a
 	// node port (model.InClusterMark).
 	healthCheckNodePort uint16
@@ -253,8 +258,8 @@ func (pb *portBuilder) add(addrs []netip.Addr, port uint16, kind model.VSKind, l
 		if local && kind != model.KindClusterIP {
 			pb.external = append(pb.external, vs)
 		}
-		if kind != model.KindNodePort && !pb.vips.nodeOwn[a] {
-			pb.st.Bind[a] = true
+		if kind != model.KindNodePort && !pb.vips.nodeOwn[a] && !pb.st.Binds(a) {
+			pb.st.Bind = append(pb.st.Bind, a)
 		}
 	}
 }
@@ -267,7 +272,7 @@ func (pb *portBuilder) realsFor(is6, local bool) map[model.RSKey]uint32 {
 			pb.epsDone[f] = true
 		}
 		pb.reals[f][p] = pb.applyVerdicts(selectReals(pb.eps[f], local, pb.cfg), is6)
-		pb.st.Endpoints = appendChoices(pb.st.Endpoints, pb.eps[f], pb.reals[f][p], pb.sp.Name, local, pb.cfg)
+		pb.choices.ports = append(pb.choices.ports, choicePort{name: pb.sp.Name, protocol: pb.sp.Protocol, is6: is6, local: local})
 		pb.realDone[f][p] = true
 	}
 	return pb.reals[f][p]
