@@ -85,7 +85,7 @@ func TestGuestForeignTrafficIsNotTouched(t *testing.T) {
 		for k, vs := range st.VSes {
 			s.VSes[k] = vs
 		}
-		for a := range st.Bind {
+		for _, a := range st.Bind {
 			s.Binds[a] = true
 		}
 	}
