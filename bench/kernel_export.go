@@ -48,28 +48,7 @@ func Host() (kernel string, memMiB int) { return kernelRelease(), memTotalMiB() 
 // of every ipset. bad is the number of real servers not at weight 1.
 func CountKernel(link string) (found KernelCounts, bad int, err error) {
 	found.SetEntries = map[string]int{}
-	k, err := ipvs.NewKernel()
-	if err != nil {
-		return found, 0, err
-	}
-	defer k.(io.Closer).Close()
-	each, ok := k.(interface {
-		EachVirtualServer(start func(), fn func(*model.VirtualServer)) error
-	})
-	if !ok {
-		return found, 0, errors.New("the IPVS kernel cannot list one virtual server at a time")
-	}
-	err = each.EachVirtualServer(func() { found.VirtualServers, found.RealServers, bad = 0, 0, 0 },
-		func(vs *model.VirtualServer) {
-			found.VirtualServers++
-			found.RealServers += len(vs.Reals)
-			for _, w := range vs.Reals {
-				if w != 1 {
-					bad++
-				}
-			}
-		})
-	if err != nil {
+	if found.VirtualServers, found.RealServers, bad, err = countIPVS(); err != nil {
 		return found, bad, err
 	}
 	l, err := netlink.LinkByName(link)
@@ -94,4 +73,32 @@ func CountKernel(link string) (found KernelCounts, bad int, err error) {
 		found.SetEntries[string(h.Name)] = int(h.Entries)
 	}
 	return found, bad, nil
+}
+
+// countIPVS counts the kernel's virtual and real servers, one virtual server per request
+// through a socket of its own; bad is the number of real servers not at weight 1 (every
+// endpoint of the bench is ready).
+func countIPVS() (vses, reals, bad int, err error) {
+	k, err := ipvs.NewKernel()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer k.(io.Closer).Close()
+	each, ok := k.(interface {
+		EachVirtualServer(start func(), fn func(*model.VirtualServer)) error
+	})
+	if !ok {
+		return 0, 0, 0, errors.New("the IPVS kernel cannot list one virtual server at a time")
+	}
+	err = each.EachVirtualServer(func() { vses, reals, bad = 0, 0, 0 },
+		func(vs *model.VirtualServer) {
+			vses++
+			reals += len(vs.Reals)
+			for _, w := range vs.Reals {
+				if w != 1 {
+					bad++
+				}
+			}
+		})
+	return vses, reals, bad, err
 }

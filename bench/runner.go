@@ -27,7 +27,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
-	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
@@ -374,30 +373,10 @@ func (r *runner) fail(format string, args ...any) {
 // countIPVS counts the kernel's virtual and real servers; a real server not at weight 1 is
 // an error of the run (every endpoint is ready).
 func (r *runner) countIPVS(found *KernelCounts) error {
-	k, err := ipvs.NewKernel()
-	if err != nil {
-		return err
-	}
-	defer k.(io.Closer).Close()
-	each, ok := k.(interface {
-		EachVirtualServer(start func(), fn func(*model.VirtualServer)) error
-	})
-	if !ok {
-		return errors.New("the IPVS kernel cannot list one virtual server at a time")
-	}
-	badWeight := 0
-	err = each.EachVirtualServer(func() { found.VirtualServers, found.RealServers, badWeight = 0, 0, 0 },
-		func(vs *model.VirtualServer) {
-			found.VirtualServers++
-			found.RealServers += len(vs.Reals)
-			for _, w := range vs.Reals {
-				if w != 1 {
-					badWeight++
-				}
-			}
-		})
-	if err == nil && badWeight > 0 {
-		r.fail("%d real servers are not at weight 1", badWeight)
+	vses, reals, bad, err := countIPVS()
+	found.VirtualServers, found.RealServers = vses, reals
+	if err == nil && bad > 0 {
+		r.fail("%d real servers are not at weight 1", bad)
 	}
 	return err
 }
