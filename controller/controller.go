@@ -150,6 +150,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	dw, watches := c.dp.(dataplane.DriftWatcher)
 	if watches {
 		go dw.WatchDrift(ctx, func() { c.drifted.Store(true); c.poke() })
+		waitWatching(ctx, dw)
 	}
 	for {
 		if watches && c.drifted.Swap(false) {
@@ -217,4 +218,17 @@ func (c *Controller) LookupVS(key model.VSKey) (model.ServiceName, string, bool)
 		return model.ServiceName{}, "", false
 	}
 	return owner, s.VSes[key].PortName, true
+}
+
+// watchStartWait bounds how long the first sync waits for the drift notifications to be
+// live: the first sync lists the VIPs, and a listing made before the subscription is not
+// trusted, so the first repair cycle would list every VIP again in one step (seconds at
+// 10,000 Services under emulation), holding changes up.
+const watchStartWait = 2 * time.Second
+
+func waitWatching(ctx context.Context, dw dataplane.DriftWatcher) {
+	deadline := time.Now().Add(watchStartWait)
+	for !dw.Watching() && ctx.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }

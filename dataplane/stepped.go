@@ -46,4 +46,7 @@ type DriftWatcher interface {
 	WatchDrift(ctx context.Context, drifted func())
 	// RepairDrift repairs the drift heard so far, against live; the sync goroutine calls it.
 	RepairDrift(Live) Result
+	// Watching reports whether the notifications are live: a listing made while they are
+	// is followed by them, and no repair cycle need list again.
+	Watching() bool
 }

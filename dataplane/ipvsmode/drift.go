@@ -29,6 +29,10 @@ func (d *Dataplane) WatchDrift(ctx context.Context, drifted func()) {
 	}
 }
 
+// Watching reports whether the VIP watcher's subscription is live (true without a watcher:
+// there is nothing to wait for).
+func (d *Dataplane) Watching() bool { return d.p.Watcher == nil || d.p.Watcher.Epoch() != 0 }
+
 // RepairDrift binds again the wanted addresses that were removed from kube-ipvs0, or, when
 // the link was deleted or notifications were lost, re-creates the link and lists it again.
 func (d *Dataplane) RepairDrift(l dataplane.Live) dataplane.Result {

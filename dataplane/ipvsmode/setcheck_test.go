@@ -3,6 +3,7 @@ package ipvsmode
 import (
 	"context"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,5 +70,48 @@ func TestRepairCyclesMendASetEntryInTheBackground(t *testing.T) {
 	poll("two more cycles", func() bool { return ctl.Stats().TotalSyncs >= syncs+2 })
 	if w := dp.p.Sets.Writes() - w0; w != 1 {
 		t.Errorf("mending one entry took %d writes, want 1", w)
+	}
+}
+
+// lateWatcher is a VIP watcher whose subscription goes live when the test says.
+type lateWatcher struct{ epoch atomic.Uint64 }
+
+func (w *lateWatcher) Run(ctx context.Context, drifted func()) { <-ctx.Done() }
+func (w *lateWatcher) Epoch() uint64                           { return w.epoch.Load() }
+func (w *lateWatcher) Take() dummyif.Drift                     { return dummyif.Drift{} }
+
+// The first sync waits for the VIP notifications to be live, so that its listing of
+// kube-ipvs0 is trusted and no repair cycle lists every VIP again in one step.
+func TestFirstSyncWaitsForTheWatcher(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	s, sl := svc(0)
+	_ = client.Tracker().Add(s)
+	_ = client.Tracker().Add(sl)
+	w := &lateWatcher{}
+	dp := fakeDataplane(ipvs.NewFakeKernel(), dummyif.NewFakeNetlink(), ipset.NewFakeKernel(), iptables.NewFakeExec())
+	dp.p.Watcher = w
+	ctl, err := controller.New(controller.Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour}, client, dp,
+		func() ([]netip.Addr, error) { return nil, nil }, nil, controller.Observers{}, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = ctl.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(300 * time.Millisecond)
+	if n := ctl.Stats().TotalSyncs; n != 0 {
+		t.Fatalf("%d syncs before the watcher was live", n)
+	}
+	w.epoch.Store(1)
+	deadline := time.Now().Add(5 * time.Second)
+	for ctl.Stats().TotalSyncs == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no first sync after the watcher went live")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if !dp.addrListingTrusted() {
+		t.Error("the first sync's listing is not trusted though the watcher was live")
 	}
 }

@@ -97,7 +97,8 @@ func TestGuestChangeDuringASteppedRepair(t *testing.T) {
 			t.Fatalf("step %d: %+v", steps, res)
 		}
 	}
-	if steps != n/budget {
+	// At most budget a step, and fewer when a step's time is up (dataplane.StepTime).
+	if steps < n/budget {
 		t.Errorf("%d steps for %d virtual servers at %d a step", steps, n, budget)
 	}
 	if repairWrites != 0 {
