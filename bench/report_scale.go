@@ -139,13 +139,13 @@ func writeChurn(w io.Writer, rs []*Result) {
 	p("is the same change's median on the idle proxy (One change). A repair cycle waits\n")
 	p("`--sync-period` after the last, or five times its own busy time when that is longer (a\n")
 	p("fifth of the loop's time at most), so at large N the cycles are further apart.\n\n")
-	p("| Services | VIP binding | changes | for | repair cycles (each, longest step) | p50 | p90 | p99 | max | during cycles: p99, max (n) | idle median | p99 / idle | writes per change |\n")
-	p("|---:|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	p("| Services | VIP binding | changes | for | repair cycles (each, longest step) | p50 | p90 | p99 | max | during cycles: p99, max (n) | between cycles: p99 (n) | idle median | p99 / idle | writes per change |\n")
+	p("|---:|---|---:|---:|---|---:|---:|---:|---:|---|---|---:|---:|---:|\n")
 	for _, r := range with {
 		c := r.Churn
 		pc := Percentiles(c.Latencies)
-		during, _ := c.DuringCycles()
-		pd := Percentiles(during)
+		during, between := c.DuringCycles()
+		pd, pb := Percentiles(during), Percentiles(between)
 		var cys []string
 		for _, cy := range c.Cycles {
 			cys = append(cys, fmt.Sprintf("%s, %s", ms(cy.Seconds), ms(cy.LongestStep)))
@@ -159,9 +159,9 @@ func writeChurn(w io.Writer, rs []*Result) {
 			perChange = float64(total) / float64(c.Changes)
 		}
 		idle := idleMedian(r)
-		p("| %s | %s | %s | %s | %d: %s | %s | %s | %s | %s | %s, %s (%d) | %s | %.1fx | %.2f |\n", commas(r.N), r.BindingOf(), commas(c.Changes),
+		p("| %s | %s | %s | %s | %d: %s | %s | %s | %s | %s | %s, %s (%d) | %s (%d) | %s | %.1fx | %.2f |\n", commas(r.N), r.BindingOf(), commas(c.Changes),
 			ms(c.Seconds), len(c.Cycles), strings.Join(cys, "; "), ms(pc.P50), ms(pc.P90), ms(pc.P99), ms(pc.Max),
-			ms(pd.P99), ms(pd.Max), len(during), ms(idle), pc.P99/idle, perChange)
+			ms(pd.P99), ms(pd.Max), len(during), ms(pb.P99), len(between), ms(idle), pc.P99/idle, perChange)
 	}
 	p("\nWrites per change count every kernel write during the churn: the changes' own (an added\n")
 	p("endpoint: its real server and its hairpin entry; a removed one: weight 0 and the entry,\n")

@@ -355,3 +355,28 @@ func TestRestartAdoptsIntactRulesWithoutRestore(t *testing.T) {
 		t.Errorf("tampered rules were adopted: %+v", res)
 	}
 }
+
+// A listing that fails once (the ruleset changed while iptables-nft-save read it) is taken
+// again; one that keeps failing is an error after three attempts.
+func TestSaveIsRetriedAfterATransientFailure(t *testing.T) {
+	fx := NewFakeExec()
+	fails := 1
+	fx.Fail = func(name string) error {
+		if strings.HasSuffix(name, "-save") && fails > 0 {
+			fails--
+			return errors.New("Set with index 1 in kernel doesn't exist")
+		}
+		return nil
+	}
+	tools := NewTools(fx, Config{Backend: NFT})
+	if _, err := tools.Save(V4); err != nil {
+		t.Fatalf("a save that failed once: %v", err)
+	}
+	fails = 5
+	if _, err := tools.Save(V4); err == nil {
+		t.Fatal("a save that keeps failing succeeded")
+	}
+	if fails != 2 {
+		t.Errorf("%d failures left, want 2 (three attempts)", fails)
+	}
+}

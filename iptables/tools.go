@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // Backend is an iptables backend.
@@ -179,13 +180,30 @@ func (t *Tools) Save(f Family) (*Ruleset, error) {
 }
 
 // SaveOn lists a family's tables on a given backend.
+//
+// A listing that fails is taken again, up to saveAttempts times: iptables-nft-save reads the
+// ruleset in several requests, and a set or chain another process removes meanwhile (kube-
+// proxy's leftovers being cleaned up, say) makes it fail ("Set with index 1 in kernel doesn't
+// exist") though nothing is wrong.
 func (t *Tools) SaveOn(b Backend, f Family) (*Ruleset, error) {
-	out, err := t.run(nil, toolName(f, b, verbSave))
-	if err != nil {
-		return nil, err
+	var err error
+	for attempt := range saveAttempts {
+		if attempt > 0 {
+			time.Sleep(saveRetryWait)
+		}
+		var out []byte
+		if out, err = t.run(nil, toolName(f, b, verbSave)); err == nil {
+			return ParseSave(out), nil
+		}
 	}
-	return ParseSave(out), nil
+	return nil, err
 }
+
+// saveAttempts and saveRetryWait bound the retries of a failed listing.
+const (
+	saveAttempts  = 3
+	saveRetryWait = 100 * time.Millisecond
+)
 
 // Restore runs tx through the family's iptables-restore --noflush on the backend in use.
 func (t *Tools) Restore(f Family, tx *Transaction) error {
