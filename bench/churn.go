@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,7 +50,9 @@ type Cycle struct {
 	EndedAt     float64 `json:"ended_at"`
 	Seconds     float64 `json:"seconds"`
 	LongestStep float64 `json:"longest_step"`
-	CoreShare   float64 `json:"core_share"`
+	// LongestOfKind is the longest step of each kind (metrics.StepKinds), in seconds.
+	LongestOfKind map[string]float64 `json:"longest_of_kind,omitempty"`
+	CoreShare     float64            `json:"core_share"`
 }
 
 // DuringCycles returns the latencies of the changes sent while a repair cycle ran, and of
@@ -157,10 +160,16 @@ func (r *runner) churn() error {
 	for n := 0; ; n++ {
 		if cnt, sum := r.cycleSums(); cnt > lastCount {
 			step, share := r.gauge("repair_step_max_duration_seconds"), r.gauge("repair_cycle_core_share")
-			cy := Cycle{EndedAt: time.Since(start).Seconds(), Seconds: (sum - lastSum) / float64(cnt-lastCount), LongestStep: step, CoreShare: share}
+			cy := Cycle{EndedAt: time.Since(start).Seconds(), Seconds: (sum - lastSum) / float64(cnt-lastCount), LongestStep: step, CoreShare: share,
+				LongestOfKind: map[string]float64{}}
+			var kinds []string
+			for _, k := range metrics.StepKinds {
+				cy.LongestOfKind[k] = r.gaugeOf("repair_step_kind_max_duration_seconds", "kind", k)
+				kinds = append(kinds, fmt.Sprintf("%s %.1f ms", k, 1000*cy.LongestOfKind[k]))
+			}
 			c.Cycles = append(c.Cycles, cy)
-			r.log("churn: repair cycle %d ended at %.0fs: %.2fs, longest step %.1f ms, core share %.2f, %d changes so far",
-				len(c.Cycles), cy.EndedAt, cy.Seconds, 1000*cy.LongestStep, cy.CoreShare, n)
+			r.log("churn: repair cycle %d ended at %.0fs: %.2fs, longest step %.1f ms (%s), core share %.2f, %d changes so far",
+				len(c.Cycles), cy.EndedAt, cy.Seconds, 1000*cy.LongestStep, strings.Join(kinds, ", "), cy.CoreShare, n)
 			lastCount, lastSum = cnt, sum
 		}
 		if len(c.Cycles) >= o.Cycles || time.Since(start) > o.Max || r.ctx.Err() != nil {
@@ -258,15 +267,26 @@ func (r *runner) cycleSums() (int, float64) {
 }
 
 // gauge reads a gauge of the controller's metrics (0 when absent).
-func (r *runner) gauge(name string) float64 {
+func (r *runner) gauge(name string) float64 { return r.gaugeOf(name, "", "") }
+
+// gaugeOf reads the gauge kube_ipvs_<name> whose label has value (label "": the first).
+func (r *runner) gaugeOf(name, label, value string) float64 {
 	fams, err := r.metrics.Registry().Gather()
 	if err != nil {
 		return 0
 	}
 	for _, f := range fams {
-		if f.GetName() == metrics.Namespace+"_"+name {
-			for _, m := range f.GetMetric() {
+		if f.GetName() != metrics.Namespace+"_"+name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label == "" {
 				return m.GetGauge().GetValue()
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
 			}
 		}
 	}

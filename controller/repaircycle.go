@@ -2,11 +2,13 @@ package controller
 
 import (
 	"net/netip"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
@@ -17,18 +19,23 @@ import (
 // (BeginRepair, then RepairStep virtual servers a step). A change applied between two steps
 // is in the kernel at once, and the dataplane's later steps judge the kernel against it.
 type repairCycle struct {
-	began  time.Time
-	names  []model.ServiceName // Services still to recompute
-	gone   []model.ServiceName // Services the informers no longer hold
-	pcfg   *proxy.Config
-	cidrs  []netip.Prefix
-	begun  bool // the dataplane's part has begun
-	steps  int
-	busy   time.Duration // the steps' wall time, summed
-	cpu    time.Duration // the steps' CPU time, summed
-	most   time.Duration // the longest step
-	res    dataplane.Result
-	failed bool // a step failed as a whole
+	began time.Time
+	names []model.ServiceName // Services still to recompute
+	gone  []model.ServiceName // Services the informers no longer hold
+	pcfg  *proxy.Config
+	cidrs []netip.Prefix
+	begun bool // the dataplane's part has begun
+	steps int
+	busy  time.Duration // the steps' wall time, summed
+	cpu   time.Duration // the steps' CPU time, summed
+	most  time.Duration // the longest step
+	// mostKind is the kind of the longest step (metrics.Step*) and mostPhases where its
+	// time went; kindMost the longest step of each kind.
+	mostKind   string
+	mostPhases dataplane.Phases
+	kindMost   map[string]time.Duration
+	res        dataplane.Result
+	failed     bool // a step failed as a whole
 }
 
 // stepped returns the dataplane's stepped repair when periodic repairs are to use it: the
@@ -81,22 +88,35 @@ func (c *Controller) cycleStep() {
 	stopCPU := threadCPU()
 	var res dataplane.Result
 	done := false
+	var kind string
 	switch {
 	case len(cy.gone) > 0 || len(cy.names) > 0:
+		kind = metrics.StepServices
 		res = c.recomputeStep(cy)
 		c.setEntries = res.SetEntries
 	case !cy.begun:
+		kind = metrics.StepBegin
 		cy.begun = true
 		res = sr.BeginRepair(c.live())
 		c.setEntries = res.SetEntries
 	default:
+		kind = metrics.StepCheck
 		res, done = sr.RepairStep(c.live(), c.cfg.RepairStep)
 	}
 	took := time.Since(start)
 	cy.cpu += stopCPU()
 	cy.busy += took
-	cy.most = max(cy.most, took)
+	if took > cy.most {
+		cy.most, cy.mostKind, cy.mostPhases = took, kind, res.Phases
+	}
+	if cy.kindMost == nil {
+		cy.kindMost = map[string]time.Duration{}
+	}
+	cy.kindMost[kind] = max(cy.kindMost[kind], took)
 	cy.steps++
+	if m := c.obs.Metrics; m != nil {
+		m.RepairStepDone(kind, took)
+	}
 	c.noteResult(res)
 	c.retry(res)
 	phases := res.Phases
@@ -155,7 +175,7 @@ func (c *Controller) endCycle() {
 	c.stats = st
 	c.mu.Unlock()
 	if m := c.obs.Metrics; m != nil {
-		m.RepairCycleDone(wall, cy.cpu, cy.most)
+		m.RepairCycleDone(wall, cy.cpu, cy.most, cy.kindMost)
 	}
 	c.noteSync(true, st, failed, cy.began, nil)
 	if c.obs.ProxyHealth != nil && !failed {
@@ -167,12 +187,27 @@ func (c *Controller) endCycle() {
 	}
 	c.log.Info("repair cycle done", "steps", cy.steps, "took", wall.Round(time.Millisecond),
 		"busy", cy.busy.Round(time.Millisecond), "core_share", float64(int(share*1000))/1000,
-		"longest_step", cy.most.Round(time.Microsecond), "ipvs_writes", w.IPVS, "addr_writes", w.Addresses,
+		"longest_step", cy.most.Round(time.Microsecond), "longest_step_kind", cy.mostKind,
+		"longest_step_phases", phaseText(cy.mostPhases), "ipvs_writes", w.IPVS, "addr_writes", w.Addresses,
 		"ipset_writes", w.SetEntries, "iptables_restores", w.Restores, "errors", st.Errors,
 		"services", st.Services, "virtual_servers", st.VirtualSrvrs)
 	if failed {
 		c.log.Error("a repair step failed as a whole; the repair runs again after a backoff", "err", cy.res.Err)
 	}
+}
+
+// phaseText says where a step's time went, for the log: "firewall=1ms ipvs=3ms".
+func phaseText(p dataplane.Phases) string {
+	var parts []string
+	for _, ph := range []struct {
+		name string
+		d    time.Duration
+	}{{"firewall", p.Firewall}, {"addresses", p.Addresses}, {"ipvs", p.IPVS}} {
+		if ph.d > 0 {
+			parts = append(parts, ph.name+"="+ph.d.Round(time.Microsecond).String())
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // live is the desired state as the dataplane reads it during a step.

@@ -315,8 +315,8 @@ func TestPrivateRegistryAndLint(t *testing.T) {
 		}
 	}
 	// invalid_annotations_total has no series until a first reason is counted.
-	if ours != 14 || runtime == 0 {
-		t.Errorf("%d kube_ipvs families (want 14), %d runtime families", ours, runtime)
+	if ours != 16 || runtime == 0 {
+		t.Errorf("%d kube_ipvs families (want 16), %d runtime families", ours, runtime)
 	}
 	problems, err := testutil.GatherAndLint(newTestMetrics().Registry())
 	if err != nil {
