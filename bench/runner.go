@@ -207,8 +207,9 @@ func (r *runner) wire(ctx context.Context, syncPeriod time.Duration) error {
 	sh := healthcheck.NewServiceHealth(ph.Live)
 	go func() { <-ctx.Done(); sh.Close() }()
 	obs := controller.Observers{Metrics: r.metrics, ProxyHealth: ph, ServiceHealth: sh}
-	// The proxy logs every sync at info level; the bench keeps warnings and errors.
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The proxy logs every sync at info level; the bench keeps warnings, errors and the
+	// repair cycles' lines (which say where a cycle's longest step went).
+	log := slog.New(cycleLines{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})})
 	dp, err := ipvsmode.New(ipvsmode.Config{Firewall: firewall.Config{ClusterCIDRs: []netip.Prefix{ClusterCIDR}},
 		NodePortMin: NodePortBase, NodePortMax: NodePortMax, VIPBinding: r.o.Binding}, DummyInterface, drainTimeout, "", conntrack.Cleaner{}, log)
 	if err != nil {
@@ -380,3 +381,19 @@ func (r *runner) countIPVS(found *KernelCounts) error {
 	}
 	return err
 }
+
+// cycleLines passes on warnings, errors and the repair cycles' info lines.
+type cycleLines struct{ slog.Handler }
+
+func (h cycleLines) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn && r.Message != "repair cycle done" {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h cycleLines) WithAttrs(as []slog.Attr) slog.Handler {
+	return cycleLines{h.Handler.WithAttrs(as)}
+}
+
+func (h cycleLines) WithGroup(name string) slog.Handler { return cycleLines{h.Handler.WithGroup(name)} }
