@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,6 +142,14 @@ func TestUDPClientMovesToAnotherBackend(t *testing.T) {
 		w := weights(vsBlock(t, "UDP", "10.96.120.1:53"))
 		_, old := w["10.244.12.11:5353"]
 		return !old && w["10.244.12.12:5353"] == "1"
+	})
+	// The kernel expires the client's IPVS connection to ud1 on its own (expire_nodest_conn,
+	// which the proxy sets, queues the expiry when the real server goes), but a moment
+	// later: a datagram sent in between meets the dead connection and is dropped. Without
+	// the sysctl the entry would stay for the UDP timeout (5 minutes) and every datagram
+	// would be dropped until then.
+	eventually(t, 10*time.Second, "the IPVS connection to ud1 to expire", func() bool {
+		return !strings.Contains(ipvsadm(t, "-c"), "10.244.12.11:5353")
 	})
 	if name, err := sock.Ask(); err != nil || name != "ud2" {
 		t.Errorf("the next datagram from the same socket answered %q, %v; want ud2", name, err)
