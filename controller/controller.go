@@ -172,6 +172,12 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.noteResult(res)
 			continue
 		case step:
+			if pause := time.Until(c.cycle.resumeAt); pause > 0 {
+				if !c.pause(ctx, pause) {
+					return nil
+				}
+				continue
+			}
 			c.cycleStep()
 			continue
 		case full:
@@ -195,6 +201,19 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		timer.Stop()
 	}
+}
+
+// pause waits for d, a change (wake) or the end of ctx; false: ctx ended.
+func (c *Controller) pause(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.wake:
+	case <-timer.C:
+	}
+	return true
 }
 
 // Stats returns the statistics of the last sync.

@@ -36,6 +36,9 @@ type repairCycle struct {
 	kindMost   map[string]time.Duration
 	res        dataplane.Result
 	failed     bool // a step failed as a whole
+	// resumeAt: the last step found the dataplane waiting for background work; the next
+	// waits until then, or until a change comes.
+	resumeAt time.Time
 }
 
 // stepped returns the dataplane's stepped repair when periodic repairs are to use it: the
@@ -102,6 +105,13 @@ func (c *Controller) cycleStep() {
 	default:
 		kind = metrics.StepCheck
 		res, done = sr.RepairStep(c.live(), c.cfg.RepairStep)
+		if res.Waiting {
+			// Nothing done but finding the background work not in yet: a pause, not busy
+			// time (which spaces the cycles), and not a step.
+			stopCPU()
+			cy.resumeAt = time.Now().Add(dataplane.StepPause)
+			return
+		}
 	}
 	took := time.Since(start)
 	cy.cpu += stopCPU()
@@ -144,8 +154,8 @@ func (c *Controller) recomputeStep(cy *repairCycle) dataplane.Result {
 	deadline := time.Now().Add(dataplane.StepTime)
 	done := 0
 	for _, name := range cy.names[:n] {
-		if done > 0 && time.Now().After(deadline) {
-			break // a step stays short however slow the machine (the Apply below counts too)
+		if done > 0 && (time.Now().After(deadline) || c.changeDue()) {
+			break // a step stays short however slow the machine (the Apply below counts too), and gives way to a change
 		}
 		c.recompute(name, cy.pcfg, &ch)
 		done++
@@ -230,7 +240,19 @@ func (c *Controller) live() dataplane.Live {
 		Binds:        c.state.allBinds,
 		NodeIPs:      c.node.nodeIPs,
 		ServiceCIDRs: cidrs,
+		Yield:        c.changeDue,
 	}
+}
+
+// changeDue reports whether a change waits to be applied and may be now: a repair step
+// under way ends early for it (see dataplane.Live.Yield).
+func (c *Controller) changeDue() bool {
+	if time.Since(c.sched.lastSync) < c.sched.minInterval {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.dirty) > 0
 }
 
 // repairDrift repairs the drift the dataplane heard of (kube-ipvs0's notifications).

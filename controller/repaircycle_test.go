@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +31,11 @@ type steppedDP struct {
 	events chan string
 	keys   []model.VSKey
 	wrote  map[model.VSKey]int // the repair's writes per key
+	// waits is how many RepairSteps of the first cycle only find it Waiting (waited: when
+	// each came); yielded records, per real step, whether live said a change waits.
+	waits   int
+	waited  []time.Time
+	yielded []bool
 }
 
 var _ dataplane.SteppedRepairer = (*steppedDP)(nil)
@@ -58,7 +66,13 @@ func (s *steppedDP) BeginRepair(l dataplane.Live) dataplane.Result {
 // RepairStep compares budget virtual servers with the desired state as it is now and writes
 // what differs.
 func (s *steppedDP) RepairStep(l dataplane.Live, budget int) (dataplane.Result, bool) {
+	if s.waits > 0 {
+		s.waits--
+		s.waited = append(s.waited, time.Now())
+		return dataplane.Result{Waiting: true}, false
+	}
 	<-s.gate
+	s.yielded = append(s.yielded, l.Yielding())
 	var res dataplane.Result
 	n := min(budget, len(s.keys))
 	for _, k := range s.keys[:n] {
@@ -154,4 +168,79 @@ func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
 	if got := dp.vs[changed]; got == nil || len(got.Reals) != 2 {
 		t.Errorf("after the cycle %s is %v; the change (2 real servers) must stay", changed, got)
 	}
+	// The step under way when the change came was told so (and could end early); the first
+	// was not.
+	if len(dp.yielded) < 2 || dp.yielded[0] || !dp.yielded[1] {
+		t.Errorf("steps told a change waits: %v; want [false true ...]", dp.yielded)
+	}
+}
+
+// A RepairStep that only finds the dataplane waiting for its background work is a pause:
+// the loop polls it StepPause apart (it does not spin), and it is neither a step nor busy
+// time in the cycle's account.
+func TestWaitingRepairStepsArePausesNotSteps(t *testing.T) {
+	client := fake.NewClientset()
+	for i := range 3 {
+		name := fmt.Sprintf("s%d", i)
+		_ = client.Tracker().Add(service(name, fmt.Sprintf("10.96.1.%d", i+1), nil))
+		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
+	}
+	gate := make(chan struct{})
+	close(gate)
+	const waits = 4
+	dp := &steppedDP{fakeDP: newFakeDP(), gate: gate, events: make(chan string, 1000), wrote: map[model.VSKey]int{}, waits: waits}
+	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
+	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, RepairStep: 1}
+	var logs syncBuffer
+	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, client: client, c: c}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	h.waitStats(func(s Stats) bool { return s.Full }) // the first repair, whole
+	c.mu.Lock()
+	c.nodeChanged = true // asks for a repair now: a cycle, since one whole repair ran
+	c.mu.Unlock()
+	c.poke()
+	h.waitStats(func(s Stats) bool { return s.Full && s.TotalSyncs >= 2 })
+	cancel()
+	<-done
+	if len(dp.waited) != waits {
+		t.Fatalf("%d waiting steps, want %d", len(dp.waited), waits)
+	}
+	if spent, least := dp.waited[waits-1].Sub(dp.waited[0]), (waits-1)*dataplane.StepPause; spent < least {
+		t.Errorf("%d waiting steps within %v: the loop spun (want them at least %v apart)", waits, spent, dataplane.StepPause)
+	}
+	// 3 Services recomputed one a step, the dataplane's begin, 3 virtual servers checked.
+	line := logs.line("repair cycle done")
+	if !strings.Contains(line, " steps=7 ") {
+		t.Errorf("cycle log %q; want steps=7 (the waiting ones are not steps)", line)
+	}
+}
+
+// syncBuffer is a log sink the loop writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// line returns the first logged line holding msg ("" if none).
+func (s *syncBuffer) line(msg string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range strings.Split(s.b.String(), "\n") {
+		if strings.Contains(l, msg) {
+			return l
+		}
+	}
+	return ""
 }

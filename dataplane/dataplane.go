@@ -70,6 +70,10 @@ type Result struct {
 	SetEntries int
 	// Phases is where a repair's time went.
 	Phases Phases
+	// Waiting, from RepairStep: the step did nothing but find that the repair waits for
+	// work running in the background (a listing); the caller may pause before the next
+	// step (see StepPause). Not merged.
+	Waiting bool
 }
 
 // Writes counts kernel writes by part, for the sync log line and the controller's Stats.
@@ -183,3 +187,8 @@ func (r Result) Failed() int {
 // StepTime bounds one step of a stepped repair, whatever its budget: a change waits for one
 // step at most, and under emulation or load a step of RepairStep reads can take seconds.
 const StepTime = 25 * time.Millisecond
+
+// StepPause is how long the controller waits after a RepairStep that was only Waiting
+// before it steps again (a change ends the pause at once): the background work is polled,
+// not spun on, and the pause does not count as the repair's busy time.
+const StepPause = 10 * time.Millisecond

@@ -24,7 +24,14 @@ type Live struct {
 	// NodeIPs and ServiceCIDRs are as in Snapshot.
 	NodeIPs      []netip.Addr
 	ServiceCIDRs []netip.Prefix
+	// Yield, when set, says that a change is waiting: a step checks it as it goes and ends
+	// early (after some progress), so that the change waits for one kernel read, not for
+	// the rest of the step.
+	Yield func() bool
 }
+
+// Yielding reports whether l.Yield is set and says to yield.
+func (l Live) Yielding() bool { return l.Yield != nil && l.Yield() }
 
 // SteppedRepairer is a Dataplane whose repair can be cut into bounded steps: the controller
 // applies changes between them, so that no change waits for a whole repair. The steps of

@@ -209,6 +209,21 @@ func (c *SetsCheck) Step(wait time.Duration) (res Result, done bool) {
 	}
 }
 
+// StepNow finishes the sets whose listing is in, without waiting, and writes what they lack
+// or hold too much; finished is how many it finished. done: every set is finished.
+func (c *SetsCheck) StepNow() (res Result, done bool, finished int) {
+	for c.pending > 0 {
+		select {
+		case l := <-c.results:
+			c.finish(l, &res)
+			finished++
+		default:
+			return res, false, finished
+		}
+	}
+	return res, true, finished
+}
+
 // Wait finishes every set, however long their listings take (a repair in one go).
 func (c *SetsCheck) Wait() Result {
 	var res Result

@@ -12,41 +12,72 @@ import (
 // Check is one repair of the IPVS table cut into bounded steps, so that changes applied
 // between the steps (Apply) never wait for the whole table to be read back.
 //
-// BeginCheck lists the virtual servers without their real servers (one request); each Step
-// then reads the real servers of a bounded number of them (one request each), compares
-// them with the desired state as it is at that step, and writes what drifted. A step's
-// reads and writes happen under the reconciler's lock, so no Apply lands between them;
-// what can be stale is the listing. So a virtual server written by anyone since the
-// listing (its generation moved on, see Reconciler.touched) is not judged by the listing:
-// it is read again whole at its step, and if the change already made it right the check
-// writes nothing for it. A change is never reverted by a repair that began before it.
+// BeginCheck lists the virtual servers without their real servers (one request): through
+// the Reconciler's Lister in the background when it has one, so that no step waits for a
+// dump of every virtual server (over a second at 10,000 Services under emulation: the
+// kernel walks its table from the start on every netlink round). Each Step then reads the
+// real servers of a bounded number of them (one request each), compares them with the
+// desired state as it is at that step, and writes what drifted. A step's reads and writes
+// happen under the reconciler's lock, so no Apply lands between them; what can be stale is
+// the listing. So a virtual server written by anyone since the listing began (its
+// generation moved on, see Reconciler.touched) is not judged by the listing: it is read
+// again whole at its step, and if the change already made it right the check writes
+// nothing for it. A change is never reverted by a repair that began before it.
+//
+// A listing taken while Apply writes can also miss a virtual server (the kernel's dump
+// counts its way through the table, and a deletion before its position shifts the count)
+// or show one twice: so a virtual server the background listing lacks is read again before
+// anything is written for it, and a repeat is no error.
 type Check struct {
 	r      *Reconciler
-	began  uint64                       // the reconciler's generation at the listing
+	began  uint64                       // the reconciler's generation when the listing began
 	listed map[model.VSKey]model.VSSpec // the kernel's virtual servers at the listing
 	keys   []model.VSKey                // what is left to check, in order
+	// listing brings the background listing; nil once it is in, or when BeginCheck listed
+	// at once (with the lock held: nothing was written meanwhile, and absence is the truth).
+	listing chan serviceListing
+	// loose: the listing ran beside writes, and a virtual server it lacks is read again.
+	loose bool
+	// failed is why the background listing failed: the check ends with it.
+	failed error
+}
+
+// serviceListing is a background listing of the virtual servers.
+type serviceListing struct {
+	specs map[model.VSKey]model.VSSpec
+	err   error
 }
 
 // stepReader is a Kernel that can list the virtual servers without their real servers and
 // read one virtual server's real servers alone: one request each.
 type stepReader interface {
-	ListServices() (map[model.VSKey]model.VSSpec, error)
+	ServiceLister
 	// RealServers reads the real servers of a virtual server; none if it does not exist.
 	RealServers(key model.VSKey) (map[model.RSKey]uint32, error)
 }
 
-// BeginCheck lists the kernel's virtual servers and queues for checking every one of them,
-// every virtual server in desired and every one the cache holds. Nothing is written.
+// ServiceLister lists the virtual servers without their real servers: the Reconciler's
+// Lister, a handle of its own (one socket cannot carry a dump beside Apply's writes).
+type ServiceLister interface {
+	ListServices() (map[model.VSKey]model.VSSpec, error)
+}
+
+// looseLister is a ServiceLister that can list while the table changes: a virtual server
+// listed twice is no error (see Check).
+type looseLister interface {
+	ListServicesInFlux() (map[model.VSKey]model.VSSpec, error)
+}
+
+// BeginCheck queues for checking every virtual server of the kernel's listing, every one in
+// desired and every one the cache holds. Nothing is written. With a Lister the listing runs
+// in the background, and the steps before it is in check nothing (Listed says whether it
+// is); without one it is taken here.
 func (r *Reconciler) BeginCheck(desired func(yield func(model.VSKey) bool)) (*Check, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	listed, err := r.listSpecs()
-	if err != nil {
-		return nil, fmt.Errorf("repair: %w", err)
-	}
 	clear(r.touched) // every write so far is older than the listing
-	seen := make(map[model.VSKey]bool, len(listed)+len(r.applied))
-	c := &Check{r: r, began: r.gen, listed: listed}
+	c := &Check{r: r, began: r.gen}
+	seen := make(map[model.VSKey]bool, len(r.applied))
 	add := func(k model.VSKey) bool {
 		if !seen[k] {
 			seen[k] = true
@@ -54,15 +85,65 @@ func (r *Reconciler) BeginCheck(desired func(yield func(model.VSKey) bool)) (*Ch
 		}
 		return true
 	}
-	for k := range listed {
-		add(k)
-	}
 	for k := range r.applied {
 		add(k)
 	}
 	desired(add)
-	sort.Slice(c.keys, func(i, j int) bool { return model.VSKeyLess(c.keys[i], c.keys[j]) })
+	if r.Lister == nil {
+		listed, err := r.listSpecs()
+		if err != nil {
+			return nil, fmt.Errorf("repair: %w", err)
+		}
+		c.take(listed)
+		return c, nil
+	}
+	c.listing, c.loose = make(chan serviceListing, 1), true
+	go func(l ServiceLister) {
+		var sl serviceListing
+		if ll, ok := l.(looseLister); ok {
+			sl.specs, sl.err = ll.ListServicesInFlux()
+		} else {
+			sl.specs, sl.err = l.ListServices()
+		}
+		c.listing <- sl
+	}(r.Lister)
 	return c, nil
+}
+
+// take makes listed the check's listing and queues its virtual servers with the others.
+func (c *Check) take(listed map[model.VSKey]model.VSSpec) {
+	c.listed = listed
+	queued := make(map[model.VSKey]bool, len(c.keys))
+	for _, k := range c.keys {
+		queued[k] = true
+	}
+	for k := range listed {
+		if !queued[k] {
+			c.keys = append(c.keys, k)
+		}
+	}
+	sort.Slice(c.keys, func(i, j int) bool { return model.VSKeyLess(c.keys[i], c.keys[j]) })
+}
+
+// Listed reports whether the listing is in (a step before it checks nothing).
+func (c *Check) Listed() bool {
+	if c.listing == nil {
+		return true
+	}
+	select {
+	case sl := <-c.listing:
+		c.listing = nil
+		if sl.err != nil {
+			c.keys = nil
+			c.listed = nil
+			c.failed = fmt.Errorf("repair: %w", sl.err)
+			return true
+		}
+		c.take(sl.specs)
+		return true
+	default:
+		return false
+	}
 }
 
 // Left is how many virtual servers the check has yet to look at.
@@ -72,13 +153,22 @@ func (c *Check) Left() int { return len(c.keys) }
 // for one that is not wanted) and writes what drifted: a wanted one is made right, one
 // that is not wanted is deleted if owned says it is the proxy's. done: nothing is left.
 func (c *Check) Step(budget int, desired func(model.VSKey) *model.VirtualServer, owned func(model.VSKey) bool) (res Result, done bool) {
-	return c.StepUntil(budget, time.Time{}, desired, owned)
+	return c.StepUntil(budget, time.Time{}, nil, desired, owned)
 }
 
-// StepUntil is Step, but stops reading once until has passed (after one virtual server at
-// least; zero: no time limit): under emulation or load one read can take milliseconds, and a
-// step must stay short whatever the machine.
-func (c *Check) StepUntil(budget int, until time.Time, desired func(model.VSKey) *model.VirtualServer, owned func(model.VSKey) bool) (res Result, done bool) {
+// StepUntil is Step, but stops reading once until has passed or yield says so (checked
+// after each virtual server, from the second on; zero until, nil yield: no such limit):
+// under emulation or load one read can take milliseconds, a step must stay short whatever
+// the machine, and a change that is waiting should not wait for the rest of the step.
+// Before the background listing is in, a step checks nothing (see Listed); a listing
+// that failed ends the check with Result.Err.
+func (c *Check) StepUntil(budget int, until time.Time, yield func() bool, desired func(model.VSKey) *model.VirtualServer, owned func(model.VSKey) bool) (res Result, done bool) {
+	if !c.Listed() {
+		return res, false
+	}
+	if c.failed != nil {
+		return Result{Err: c.failed}, true
+	}
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -87,7 +177,7 @@ func (c *Check) StepUntil(budget int, until time.Time, desired func(model.VSKey)
 	var failed map[model.VSKey]error
 	taken := 0
 	for _, key := range c.keys[:n] {
-		if taken > 0 && !until.IsZero() && time.Now().After(until) {
+		if taken > 0 && ((!until.IsZero() && time.Now().After(until)) || (yield != nil && yield())) {
 			break
 		}
 		taken++
@@ -126,7 +216,7 @@ func (c *Check) StepUntil(budget int, until time.Time, desired func(model.VSKey)
 func (c *Check) read(key model.VSKey) (*model.VirtualServer, error) {
 	r := c.r
 	spec, listed := c.listed[key]
-	if r.touched[key] <= c.began {
+	if r.touched[key] <= c.began && (listed || !c.loose) {
 		if !listed {
 			return nil, nil // absent at the listing, and not written since
 		}

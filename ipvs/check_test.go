@@ -174,7 +174,7 @@ func TestCheckStepEndsWhenItsTimeIsUp(t *testing.T) {
 		}
 		steps := 0
 		for done := false; !done; steps++ {
-			_, done = c.StepUntil(10, tc.until, lookup(desired), ownAll)
+			_, done = c.StepUntil(10, tc.until, nil, lookup(desired), ownAll)
 		}
 		if steps != tc.steps {
 			t.Errorf("until %v: %d steps, want %d", tc.until, steps, tc.steps)

@@ -153,6 +153,24 @@ func (k *netlinkKernel) listServices() (map[model.VSKey]model.VSSpec, error) {
 	return out, nil
 }
 
+// ListServicesInFlux lists the service table as ListServices does, while another socket may
+// be writing it: a service listed twice (the dump counts its way through the table, and a
+// service added before its position shifts the count) is no error. See ipvs.Check.
+func (k *netlinkKernel) ListServicesInFlux() (map[model.VSKey]model.VSSpec, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[model.VSKey]model.VSSpec{}
+	err := k.g.services(func(ls listedService) {
+		if ls.ok {
+			out[ls.key] = ls.spec
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list virtual servers: %w", err)
+	}
+	return out, nil
+}
+
 // ListServices implements stepReader: the service table alone, one dump.
 func (k *netlinkKernel) ListServices() (map[model.VSKey]model.VSSpec, error) {
 	k.mu.Lock()

@@ -76,6 +76,11 @@ type Reconciler struct {
 	share  bool
 	shared map[model.VSKey]bool
 
+	// Lister, if set, is a second handle on the same IPVS table (its own socket), through
+	// which a stepped Check lists the virtual servers in the background while Apply goes
+	// on through the first. Set it before the first call.
+	Lister ServiceLister
+
 	// gen counts kernel writes; touched holds, per virtual server, the generation of the
 	// last write to it, so that a stepped Check knows which virtual servers changed since
 	// it listed the table.

@@ -86,8 +86,18 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 	}
 	sets := ipset.New(sk)
 	sets.Lister = lister
+	// And a second IPVS socket, for the stepped repair's listing of the virtual servers
+	// (see ipvs.Check).
+	vsLister, err := ipvs.NewKernel()
+	if err != nil {
+		return nil, err
+	}
+	vs := NewIPVS(k, drainTimeout)
+	if l, ok := vsLister.(ipvs.ServiceLister); ok {
+		vs.Lister = l
+	}
 	return NewWith(cfg, Parts{
-		IPVS:      NewIPVS(k, drainTimeout),
+		IPVS:      vs,
 		Addresses: dummyif.NewBinding(dummyName, cfg.VIPBinding, nil),
 		Sets:      sets,
 		Rules:     iptables.New(iptables.OSExec{}, iptables.Config{Backend: backend}),

@@ -16,10 +16,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// setsWait is how long a step waits for a background set listing when IPVS has nothing left
-// to check: a change waits for one step at most, so a step must stay short.
-const setsWait = 20 * time.Millisecond
-
 var _ dataplane.SteppedRepairer = (*Dataplane)(nil)
 
 // steppedRepair is the periodic repair under way: IPVS checked a bounded number of virtual
@@ -99,24 +95,24 @@ func (d *Dataplane) beginFirewallCheck(services map[model.ServiceName]*model.Ser
 }
 
 // RepairStep checks and repairs up to budget more virtual servers against the desired state
-// as it is now. A virtual server changed since BeginRepair is judged by a fresh read, never
-// by the listing (see ipvs.Check): a change is not reverted.
+// as it is now, and finishes the background checks of the sets and rules that are in. A
+// virtual server changed since BeginRepair is judged by a fresh read, never by the listing
+// (see ipvs.Check): a change is not reverted. A step never waits for the background: one
+// that found nothing in yet says so (Result.Waiting).
 func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, bool) {
 	sr := d.stepped
 	if sr == nil {
 		return dataplane.Result{}, true
 	}
 	var res dataplane.Result
+	progressed := false
 	if sr.sets != nil {
 		start := time.Now()
-		wait := time.Duration(0)
-		if sr.ipvsDone {
-			wait = setsWait
-		}
-		r, done := sr.sets.Step(wait)
+		r, done, finished := sr.sets.StepNow()
 		res.Merge(setsResult(r, dataplane.OpUpdate))
 		res.SetEntries = d.fw.entries()
 		res.Phases.Firewall = time.Since(start)
+		progressed = progressed || finished > 0
 		if done {
 			sr.sets = nil
 		}
@@ -126,24 +122,25 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 		case rr := <-sr.rules:
 			res.Merge(rulesResult(rr.Restores, rr.Err))
 			sr.rules = nil
+			progressed = true
 		default:
-			if sr.ipvsDone && sr.sets == nil {
-				time.Sleep(setsWait) // nothing else left: do not spin
-			}
 		}
 	}
-	if !sr.ipvsDone {
+	if !sr.ipvsDone && !(progressed && l.Yielding()) {
 		start := time.Now()
+		listed := sr.check.Listed()
 		owned := d.owns(l.NodeIPs, func(a netip.Addr) bool { return l.Bound(a) || sr.prior[a] })
-		r, done := sr.check.StepUntil(budget, start.Add(dataplane.StepTime), l.VS, owned)
+		r, done := sr.check.StepUntil(budget, start.Add(dataplane.StepTime), l.Yield, l.VS, owned)
 		res.Merge(d.afterIPVS(r))
 		res.Phases.IPVS = time.Since(start)
 		sr.ipvsDone = done
+		progressed = progressed || listed
 	}
 	done := sr.ipvsDone && sr.sets == nil && sr.rules == nil
 	if done {
 		d.stepped = nil
 	}
+	res.Waiting = !progressed && !done
 	return res, done
 }
 

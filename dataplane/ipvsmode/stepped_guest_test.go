@@ -3,6 +3,7 @@
 package ipvsmode
 
 import (
+	"errors"
 	"net/netip"
 	"os/exec"
 	"testing"
@@ -76,13 +77,23 @@ func TestGuestChangeDuringASteppedRepair(t *testing.T) {
 	extra := model.RSKey{Addr: netip.MustParseAddr("10.244.250.1"), Port: 8080}
 	next.Reals[extra] = 1
 
+	// With it, while the background listing of the virtual servers runs: the first virtual
+	// server deleted and a new one created, which shift the kernel's count through its
+	// table (a listing then misses or repeats one).
+	gone := keys[0]
+	added := &model.VirtualServer{Key: model.VSKey{Addr: netip.MustParseAddr("10.121.0.1"), Proto: model.TCP, Port: 80},
+		Kind: model.KindClusterIP, Spec: model.VSSpec{Scheduler: "rr"}, Reals: map[model.RSKey]uint32{extra: 1}}
+
 	var longest, change time.Duration
-	steps, repairWrites := 0, 0
+	steps, waiting, repairWrites := 0, 0, 0
 	for done := false; !done; {
-		if steps == 10 {
+		if steps == 0 {
 			s.VSes[changed] = next
+			delete(s.VSes, gone)
+			s.VSes[added.Key] = added
 			t1 := time.Now()
-			if res := dp.Apply(dataplane.Change{VSes: map[model.VSKey]*model.VirtualServer{changed: next}}); res.Failed() != 0 || res.Writes.IPVS != 1 {
+			ch := dataplane.Change{VSes: map[model.VSKey]*model.VirtualServer{changed: next, gone: nil, added.Key: added}}
+			if res := dp.Apply(ch); res.Failed() != 0 || res.Writes.IPVS != 4 {
 				t.Fatalf("the change: %+v", res)
 			}
 			change = time.Since(t1)
@@ -92,6 +103,9 @@ func TestGuestChangeDuringASteppedRepair(t *testing.T) {
 		res, done = dp.RepairStep(live, budget)
 		longest = max(longest, time.Since(t1))
 		steps++
+		if res.Waiting {
+			waiting++
+		}
 		repairWrites += res.Writes.IPVS + res.Writes.Addresses + res.Writes.SetEntries + res.Writes.Restores
 		if res.Failed() != 0 {
 			t.Fatalf("step %d: %+v", steps, res)
@@ -112,6 +126,18 @@ func TestGuestChangeDuringASteppedRepair(t *testing.T) {
 	if err != nil || got.Reals[extra] != 1 || len(got.Reals) != 11 {
 		t.Fatalf("after the repair the changed virtual server is %v (%v); want the change's 11 real servers", got, err)
 	}
-	t.Logf("whole repair (what a change waited for): %s; stepped: begin %s, %d steps of %d, longest %s; the change itself %s",
-		whole.Round(time.Millisecond), begin.Round(time.Millisecond), steps, budget, longest.Round(time.Microsecond), change.Round(time.Microsecond))
+	if _, err := k.GetVirtualServer(gone); !errors.Is(err, ipvs.ErrNotFound) {
+		t.Errorf("after the repair the deleted virtual server %s: %v; want it gone", gone, err)
+	}
+	if got, err := k.GetVirtualServer(added.Key); err != nil || len(got.Reals) != 1 {
+		t.Errorf("after the repair the created virtual server is %v (%v); want it with its real server", got, err)
+	}
+	if all, err := k.ListVirtualServers(); err != nil || len(all) != n {
+		t.Errorf("after the repair the kernel has %d virtual servers (%v), want %d", len(all), err, n)
+	}
+	if waiting == 0 {
+		t.Error("no step waited for the background listing of the virtual servers: was it listed in BeginRepair?")
+	}
+	t.Logf("whole repair (what a change waited for): %s; stepped: begin %s, %d steps of %d (%d waiting for the listing), longest %s; the change itself %s",
+		whole.Round(time.Millisecond), begin.Round(time.Millisecond), steps, budget, waiting, longest.Round(time.Microsecond), change.Round(time.Microsecond))
 }
