@@ -186,7 +186,7 @@ func (r Result) Failed() int {
 
 // StepTime bounds one step of a stepped repair, whatever its budget: a change waits for one
 // step at most, and under emulation or load a step of RepairStep reads can take seconds.
-const StepTime = 25 * time.Millisecond
+const StepTime = 10 * time.Millisecond
 
 // StepPause is how long the controller waits after a RepairStep that was only Waiting
 // before it steps again (a change ends the pause at once): the background work is polled,

@@ -34,7 +34,7 @@ type steppedRepair struct {
 }
 
 // BeginRepair starts a periodic repair: the link, then the ipsets and iptables rules in one
-// step, then the listing of the IPVS table that RepairStep works through. kube-ipvs0's
+// step; the first RepairStep begins the listing of the IPVS table the others work through. kube-ipvs0's
 // addresses are not listed: the Watcher's notifications repair them (RepairDrift), unless
 // no subscription has been live since the last listing, when they are listed and repaired
 // here as the first repair does.
@@ -54,15 +54,9 @@ func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
 	} else {
 		prior = d.p.Addresses.Bound()
 	}
-	start := time.Now()
-	check, err := d.p.IPVS.BeginCheck(l.VSKeys)
-	res.Phases.IPVS = time.Since(start)
-	if err != nil {
-		res.Err = fmt.Errorf("repairing IPVS: %w", err)
-		res.AddFailures(dataplane.SubsystemIPVS, 1)
-		return res
-	}
-	d.stepped = &steppedRepair{check: check, prior: prior, sets: sets, rules: rules}
+	// The IPVS check begins with the first RepairStep: a step of its own, so that no step
+	// holds both the firewall's begin and the IPVS keys' collection.
+	d.stepped = &steppedRepair{prior: prior, sets: sets, rules: rules}
 	return res
 }
 
@@ -125,6 +119,19 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 			progressed = true
 		default:
 		}
+	}
+	if sr.check == nil {
+		start := time.Now()
+		check, err := d.p.IPVS.BeginCheck(l.VSKeys)
+		res.Phases.IPVS = time.Since(start)
+		if err != nil {
+			res.Err = fmt.Errorf("repairing IPVS: %w", err)
+			res.AddFailures(dataplane.SubsystemIPVS, 1)
+			d.stepped = nil
+			return res, true
+		}
+		sr.check = check
+		return res, false
 	}
 	if !sr.ipvsDone && !(progressed && l.Yielding()) {
 		start := time.Now()
