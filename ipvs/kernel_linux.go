@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
@@ -31,7 +33,18 @@ const dumpAttempts = 3
 type netlinkKernel struct {
 	mu sync.Mutex // one read at a time (writes are serialized by genl)
 	g  *genl
+	// readers are more sockets in the same namespace, through which a whole listing reads
+	// the real servers of several virtual servers at once (see eachOnce).
+	readers []*genl
 }
+
+// parallelReads is how many virtual servers a whole listing reads at once, at most: one dump
+// per socket, so the kernel's work and the decoding spread over the CPUs. A restart at
+// 10,000 Services reads 14,000 virtual servers' real servers before it is ready.
+func parallelReads() int { return min(runtime.NumCPU(), 4) }
+
+// minParallel is the smallest table read in parallel: below it one socket is as quick.
+const minParallel = 256
 
 // NewKernel opens the IPVS netlink socket in the calling thread's network namespace. The
 // returned Kernel also implements io.Closer.
@@ -48,13 +61,26 @@ func NewKernelAt(ns netns.NsHandle) (Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the IPVS netlink handle: %w", errors.Join(err, loadErr))
 	}
-	return &netlinkKernel{g: g}, nil
+	k := &netlinkKernel{g: g}
+	// The readers are opened now, in the caller's namespace: a goroutine that opened one
+	// later could run on a thread in another.
+	for range parallelReads() - 1 {
+		r, err := newGenl(ns)
+		if err != nil {
+			break // fewer readers: slower listings, nothing else
+		}
+		k.readers = append(k.readers, r)
+	}
+	return k, nil
 }
 
-// Close releases the netlink socket.
+// Close releases the netlink sockets.
 func (k *netlinkKernel) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	for _, r := range k.readers {
+		_ = r.close()
+	}
 	return k.g.close()
 }
 
@@ -101,6 +127,12 @@ func (k *netlinkKernel) eachOnce(fn func(vs *model.VirtualServer)) error {
 	if err != nil {
 		return err
 	}
+	if len(k.readers) > 0 && len(before) >= minParallel {
+		if err := k.readInParallel(before, fn); err != nil {
+			return err
+		}
+		return k.checkUnchanged(before)
+	}
 	vs := &model.VirtualServer{Reals: map[model.RSKey]uint32{}}
 	for key, spec := range before {
 		clear(vs.Reals)
@@ -111,6 +143,52 @@ func (k *netlinkKernel) eachOnce(fn func(vs *model.VirtualServer)) error {
 		fn(vs)
 	}
 	return k.checkUnchanged(before)
+}
+
+// readInParallel reads the real servers of the listed services through every socket at
+// once (one dump per virtual server each, taken from a shared queue), and calls fn with
+// each virtual server in the caller's goroutine, one at a time.
+func (k *netlinkKernel) readInParallel(listed map[model.VSKey]model.VSSpec, fn func(vs *model.VirtualServer)) error {
+	keys := make([]model.VSKey, 0, len(listed))
+	for key := range listed {
+		keys = append(keys, key)
+	}
+	type read struct {
+		vs  *model.VirtualServer
+		err error
+	}
+	out := make(chan read, 64)
+	var next atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for _, g := range append([]*genl{k.g}, k.readers...) {
+		wg.Add(1)
+		go func(g *genl) {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(keys) && !stop.Load(); i = int(next.Add(1) - 1) {
+				key := keys[i]
+				vs := &model.VirtualServer{Key: key, Spec: listed[key], Reals: map[model.RSKey]uint32{}}
+				err := g.dests(key, func(d listedDest) { vs.Reals[d.rs] = d.weight })
+				if err != nil {
+					err = fmt.Errorf("list real servers of %s: %w", key, err)
+				}
+				out <- read{vs, err}
+			}
+		}(g)
+	}
+	go func() { wg.Wait(); close(out) }()
+	var first error
+	for r := range out {
+		switch {
+		case first != nil:
+		case r.err != nil:
+			first = r.err
+			stop.Store(true)
+		default:
+			fn(r.vs)
+		}
+	}
+	return first
 }
 
 // checkUnchanged lists the services again: a listing that differs from before means the
