@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"runtime"
@@ -16,7 +17,13 @@ const pollInterval = 2 * time.Millisecond
 
 // waitKernel polls cond every interval until it holds, fails, or the run's timeout passes.
 func (r *runner) waitKernel(cond func() (bool, error), interval time.Duration) error {
-	deadline := time.Now().Add(r.o.Timeout)
+	return Poll(r.ctx, r.o.Timeout, interval, cond)
+}
+
+// Poll calls cond every interval until it holds, ctx ends, or timeout passes (the error then
+// carries cond's last error): the one wait of both benches (kube-ipvs' and kube-proxy's).
+func Poll(ctx context.Context, timeout, interval time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
 	var lastErr error
 	for {
 		ok, err := cond()
@@ -27,10 +34,10 @@ func (r *runner) waitKernel(cond func() (bool, error), interval time.Duration) e
 			lastErr = err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not there after %s (last error: %v)", r.o.Timeout, lastErr)
+			return fmt.Errorf("not there after %s (last error: %v)", timeout, lastErr)
 		}
-		if r.ctx.Err() != nil {
-			return r.ctx.Err()
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		time.Sleep(interval)
 	}

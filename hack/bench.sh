@@ -22,6 +22,7 @@
 #   BENCH_REPORT_ONLY  1: skip the guest, render the report from BENCH_OUT/console.log
 #   BENCH_NO_REPORT    1: run the guest only
 #   BENCH_ARGS         more flags for `kipvs-bench run` (e.g. -cpuprofile)
+#   BENCH_GODEBUG      GODEBUG for the bench process (e.g. gctrace=1: one line per GC cycle)
 #   BENCH_GOMEMLIMIT   the Go runtime's soft memory limit for the bench process (default
 #                      900MiB, what deploy/daemonset.yaml gives kube-ipvs; "off" for none)
 #   GUEST_MEM          MiB (default 6144 here: 50,000 Services need about 2.5 GiB in the
@@ -71,7 +72,7 @@ for spec in $plan; do
   ip -n "\$ns" addr add 192.168.50.10/24 dev eth0
   ip -n "\$ns" link set eth0 up
   start=\$EPOCHREALTIME
-  ip netns exec "\$ns" env ${memlimit:+GOMEMLIMIT=$memlimit} ./kipvs-bench run -n "\$n" -reps "\$reps" -full-reps "\$full" -binding "\$binding" ${BENCH_ARGS:-} || status=1
+  ip netns exec "\$ns" env ${memlimit:+GOMEMLIMIT=$memlimit} ${BENCH_GODEBUG:+GODEBUG=$BENCH_GODEBUG} ./kipvs-bench run -n "\$n" -reps "\$reps" -full-reps "\$full" -binding "\$binding" ${BENCH_ARGS:-} || status=1
   echo "=== bench: n=\$n binding=\$binding took \$(awk -v a="\$start" -v b="\$EPOCHREALTIME" 'BEGIN { printf "%.0fs", b - a }')"
   # Empty the namespace before it goes, so the next N starts with the memory back.
   ip netns exec "\$ns" ipvsadm -C

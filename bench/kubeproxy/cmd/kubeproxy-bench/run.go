@@ -261,24 +261,7 @@ func (r *run) record(kind string, s bench.Sample) {
 
 // wait polls cond every interval until it holds, or the run's timeout passes.
 func (r *run) wait(cond func() (bool, error), interval time.Duration) error {
-	deadline := time.Now().Add(r.timeout)
-	var lastErr error
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		if err != nil {
-			lastErr = err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not there after %s (last error: %v)", r.timeout, lastErr)
-		}
-		if r.ctx.Err() != nil {
-			return r.ctx.Err()
-		}
-		time.Sleep(interval)
-	}
+	return bench.Poll(r.ctx, r.timeout, interval, cond)
 }
 
 // syncs is how many syncs of a family have ended: kube-proxy's own
