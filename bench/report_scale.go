@@ -178,7 +178,9 @@ func writeMemory(w io.Writer, rs []*Result) {
 	if lim := last.GoMemLimitBytes; lim > 0 {
 		p("The Go runtime runs with `GOGC=100` and a soft limit\n")
 		p("`GOMEMLIMIT=%dMiB`, as `deploy/daemonset.yaml` sets it: near the limit the garbage collector\n", lim>>20)
-		p("works harder instead of letting the heap grow to twice what is live.\n\n")
+		p("works harder instead of letting the heap grow to twice what is live. The bench process\n")
+		p("raises its own limit by the store's live heap once it is filled, so that the proxy's part\n")
+		p("has the headroom it has in production, where the store is the API server's.\n\n")
 	} else {
 		p("The Go runtime runs with its defaults\n")
 		p("(`GOGC=100`, no `GOMEMLIMIT`): the heap may grow to about twice what is live.\n\n")

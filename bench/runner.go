@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -180,6 +181,14 @@ func (r *runner) populate() error {
 	r.res.PopulateSeconds = time.Since(start).Seconds()
 	r.res.HeapAPIBytes = liveHeap()
 	r.log("populated the fake clientset in %.1fs (live heap %s)", r.res.PopulateSeconds, mib(r.res.HeapAPIBytes))
+	// In production the store is the API server's, not in the proxy's process: the proxy
+	// gets its limit (GOMEMLIMIT, as deploy/daemonset.yaml sets it) on top of the store, or
+	// the store's share would push it to the limit early and the garbage collector would run
+	// all the time (at 50k Services the store is about 170 MiB).
+	if lim := goMemLimit(); lim > 0 {
+		debug.SetMemoryLimit(lim + int64(r.res.HeapAPIBytes))
+		r.log("Go memory limit: %s for the proxy + %s for the store", mib(uint64(lim)), mib(r.res.HeapAPIBytes))
+	}
 	return nil
 }
 

@@ -244,3 +244,51 @@ func (s *syncBuffer) line(msg string) string {
 	}
 	return ""
 }
+
+// A Service whose deletion the informers never told of (gone from their cache, no event) is
+// removed by the next repair cycle: the cycle recomputes every Service the proxy holds,
+// not only those the informers list.
+func TestRepairCycleRemovesAServiceTheInformersLost(t *testing.T) {
+	client := fake.NewClientset()
+	for i := range 2 {
+		name := fmt.Sprintf("s%d", i)
+		_ = client.Tracker().Add(service(name, fmt.Sprintf("10.96.1.%d", i+1), nil))
+		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
+	}
+	gate := make(chan struct{})
+	close(gate)
+	dp := &steppedDP{fakeDP: newFakeDP(), gate: gate, events: make(chan string, 1000), wrote: map[model.VSKey]int{}}
+	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
+	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, RepairStep: 1}
+	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, client: client, c: c}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	h.waitStats(func(s Stats) bool { return s.Full })
+	lost := vsKey("10.96.1.2", 80)
+	store := c.src.factory.Core().V1().Services().Informer().GetStore()
+	obj, ok, err := store.GetByKey("ns/s1")
+	if err != nil || !ok {
+		t.Fatalf("the informer's s1: %v %v", ok, err)
+	}
+	if err := store.Delete(obj); err != nil { // no event: as if the watch had missed it
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nodeChanged = true // a repair now: a cycle, since one whole repair ran
+	c.mu.Unlock()
+	c.poke()
+	h.waitStats(func(s Stats) bool { return s.Full && s.TotalSyncs >= 2 })
+	cancel()
+	<-done
+	if dp.vs[lost] != nil {
+		t.Errorf("after the cycle the lost Service's virtual server %s is still there", lost)
+	}
+	if dp.vs[vsKey("10.96.1.1", 80)] == nil {
+		t.Error("the other Service's virtual server is gone")
+	}
+}
