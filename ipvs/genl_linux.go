@@ -204,7 +204,7 @@ func (g *genl) send() {
 	for i, m := range q {
 		index[m.seq] = i
 	}
-	err := g.sendAll(g.out)
+	err := g.sendAll(g.out, false)
 	if err == nil {
 		err = g.collect(index, results, answered, last.seq)
 	}
@@ -231,11 +231,17 @@ func (g *genl) send() {
 	g.queued = g.queued[:0]
 }
 
-// sendAll hands b to the kernel, which handles every message in it before it returns.
-func (g *genl) sendAll(b []byte) error {
+// sendAll hands b to the kernel, which handles every message in it before it returns;
+// quick for a read request (see quicksys_linux.go).
+func (g *genl) sendAll(b []byte, quick bool) error {
 	for {
 		g.syscalls++
-		_, err := unix.Write(g.fd, b)
+		var err error
+		if quick {
+			err = quickWrite(g.fd, b)
+		} else {
+			_, err = unix.Write(g.fd, b)
+		}
 		if err == unix.EINTR {
 			continue
 		}
@@ -293,7 +299,7 @@ func (g *genl) recv(wait bool) (int, error) {
 	deadline := time.Now().Add(replyTimeout)
 	for {
 		g.syscalls++
-		n, _, err := unix.Recvfrom(g.fd, g.rbuf, 0)
+		n, err := quickRecv(g.fd, g.rbuf)
 		switch {
 		case err == nil:
 			return n, nil
@@ -351,7 +357,7 @@ func (g *genl) request(cmd uint8, dump bool, fill func([]byte) []byte, fn func(a
 	}
 	b := fill(g.appendRequest(nil, flags, g.seq, cmd))
 	nlcodec.FinishMsg(b)
-	if err := g.sendAll(b); err != nil {
+	if err := g.sendAll(b, true); err != nil {
 		return err
 	}
 	rd := answerReader{seq: g.seq, dump: dump, fn: fn}
