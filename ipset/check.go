@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 )
@@ -178,35 +177,6 @@ func compareListing(k Kernel, d firewall.SetDef, desired firewall.DesiredSets) s
 		}
 	}
 	return l
-}
-
-// Step finishes the sets whose listing is in, waiting up to wait for one when none is, and
-// writes what they lack or hold too much. done: every set is finished.
-func (c *SetsCheck) Step(wait time.Duration) (res Result, done bool) {
-	if c.pending == 0 {
-		return res, true
-	}
-	select {
-	case l := <-c.results:
-		c.finish(l, &res)
-	default:
-		t := time.NewTimer(max(wait, 0))
-		defer t.Stop()
-		select {
-		case l := <-c.results:
-			c.finish(l, &res)
-		case <-t.C:
-			return res, false
-		}
-	}
-	for {
-		select {
-		case l := <-c.results:
-			c.finish(l, &res)
-		default:
-			return res, c.pending == 0
-		}
-	}
 }
 
 // StepNow finishes the sets whose listing is in, without waiting, and writes what they lack

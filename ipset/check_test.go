@@ -58,14 +58,14 @@ func TestCheckBesideChangesRepairsOnlyTheDrift(t *testing.T) {
 	checkRes(t, r.Apply(del), 1)
 	checkOps(t, f, "list-headers", "list KIPVS-CLUSTER-IP", "add KIPVS-CLUSTER-IP 10.0.0.3,tcp:80", "del KIPVS-CLUSTER-IP 10.0.0.1,tcp:80")
 
-	if res, done := check.Step(0); done || res.Writes != 0 {
+	if res, done, _ := check.StepNow(); done || res.Writes != 0 {
 		t.Fatalf("a step before the listing is in: done %v, %d writes", done, res.Writes)
 	}
 	close(lister.release)
 	var total Result
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		res, done := check.Step(50 * time.Millisecond)
+		res, done, _ := check.StepNow()
 		total.Writes += res.Writes
 		if len(res.Errors) > 0 || res.Err != nil {
 			t.Fatalf("check errors %v %v", res.Err, res.Errors)
@@ -76,6 +76,7 @@ func TestCheckBesideChangesRepairsOnlyTheDrift(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the check never finished")
 		}
+		time.Sleep(time.Millisecond) // the listing comes in the background
 	}
 	// Only the drift: b back, x gone; a stays deleted and c stays, untouched.
 	checkOps(t, f, "add KIPVS-CLUSTER-IP 10.0.0.2,tcp:80", "del KIPVS-CLUSTER-IP 10.0.0.9,tcp:80")
@@ -125,9 +126,9 @@ func TestCheckSkipsARebuiltSetAndCreatesMissingOnes(t *testing.T) {
 	f.Put(Spec{Name: defIPPort.Name, Type: firewall.HashIPPort, Family: firewall.IPv4, HashSize: 1024, MaxElem: 65536}, a)
 	check, res = r.BeginCheck([]firewall.SetDef{defIPPort, defVIPs6}, tr)
 	checkRes(t, res, 0)
-	res, done := check.Step(0)
-	if !done || res.Writes != 1 {
-		t.Errorf("inline check: done %v after one step, %d writes (want b added)", done, res.Writes)
+	res, done, finished := check.StepNow()
+	if !done || res.Writes != 1 || finished != 2 {
+		t.Errorf("inline check: done %v after one step, %d sets finished (want 2), %d writes (want b added)", done, finished, res.Writes)
 	}
 	checkSet(t, f, defIPPort.Name, "10.0.0.1,tcp:80", "10.0.0.2,tcp:80")
 }
