@@ -103,8 +103,8 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	if sr.sets != nil {
 		start := time.Now()
 		r, done, finished := sr.sets.StepNow()
+		// No SetEntries: a check changes what the kernel holds, never what is desired.
 		res.Merge(setsResult(r, dataplane.OpUpdate))
-		res.SetEntries = d.fw.entries()
 		res.Phases.Firewall = time.Since(start)
 		progressed = progressed || finished > 0
 		if done {
