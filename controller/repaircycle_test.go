@@ -175,24 +175,24 @@ func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
 	}
 }
 
-// A RepairStep that only finds the dataplane waiting for its background work is a pause:
-// the loop polls it StepPause apart (it does not spin), and it is neither a step nor busy
-// time in the cycle's account.
-func TestWaitingRepairStepsArePausesNotSteps(t *testing.T) {
+// runOneCycle starts a controller on services Services (s0, s1, ...: one endpoint each) over
+// a steppedDP whose steps never block and whose first waits RepairSteps find the background
+// work not in yet, lets its first (whole) repair run, calls before, asks for a repair cycle,
+// and returns once that ended and the controller stopped.
+func runOneCycle(t *testing.T, services, waits int, log io.Writer, before func(c *Controller)) *steppedDP {
+	t.Helper()
 	client := fake.NewClientset()
-	for i := range 3 {
+	for i := range services {
 		name := fmt.Sprintf("s%d", i)
 		_ = client.Tracker().Add(service(name, fmt.Sprintf("10.96.1.%d", i+1), nil))
 		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
 	}
 	gate := make(chan struct{})
 	close(gate)
-	const waits = 4
 	dp := &steppedDP{fakeDP: newFakeDP(), gate: gate, events: make(chan string, 1000), wrote: map[model.VSKey]int{}, waits: waits}
 	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
 	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, RepairStep: 1}
-	var logs syncBuffer
-	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,14 +200,24 @@ func TestWaitingRepairStepsArePausesNotSteps(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
 	h.waitStats(func(s Stats) bool { return s.Full }) // the first repair, whole
+	before(c)
 	c.mu.Lock()
 	c.nodeChanged = true // asks for a repair now: a cycle, since one whole repair ran
 	c.mu.Unlock()
 	c.poke()
 	h.waitStats(func(s Stats) bool { return s.Full && s.TotalSyncs >= 2 })
-	cancel()
-	<-done
+	return dp
+}
+
+// A RepairStep that only finds the dataplane waiting for its background work is a pause:
+// the loop polls it StepPause apart (it does not spin), and it is neither a step nor busy
+// time in the cycle's account.
+func TestWaitingRepairStepsArePausesNotSteps(t *testing.T) {
+	const waits = 4
+	var logs syncBuffer
+	dp := runOneCycle(t, 3, waits, &logs, func(*Controller) {})
 	if len(dp.waited) != waits {
 		t.Fatalf("%d waiting steps, want %d", len(dp.waited), waits)
 	}
@@ -249,42 +259,17 @@ func (s *syncBuffer) line(msg string) string {
 // removed by the next repair cycle: the cycle recomputes every Service the proxy holds,
 // not only those the informers list.
 func TestRepairCycleRemovesAServiceTheInformersLost(t *testing.T) {
-	client := fake.NewClientset()
-	for i := range 2 {
-		name := fmt.Sprintf("s%d", i)
-		_ = client.Tracker().Add(service(name, fmt.Sprintf("10.96.1.%d", i+1), nil))
-		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
-	}
-	gate := make(chan struct{})
-	close(gate)
-	dp := &steppedDP{fakeDP: newFakeDP(), gate: gate, events: make(chan string, 1000), wrote: map[model.VSKey]int{}}
-	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
-	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, RepairStep: 1}
-	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, client: client, c: c}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	h.waitStats(func(s Stats) bool { return s.Full })
 	lost := vsKey("10.96.1.2", 80)
-	store := c.src.factory.Core().V1().Services().Informer().GetStore()
-	obj, ok, err := store.GetByKey("ns/s1")
-	if err != nil || !ok {
-		t.Fatalf("the informer's s1: %v %v", ok, err)
-	}
-	if err := store.Delete(obj); err != nil { // no event: as if the watch had missed it
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.nodeChanged = true // a repair now: a cycle, since one whole repair ran
-	c.mu.Unlock()
-	c.poke()
-	h.waitStats(func(s Stats) bool { return s.Full && s.TotalSyncs >= 2 })
-	cancel()
-	<-done
+	dp := runOneCycle(t, 2, 0, io.Discard, func(c *Controller) {
+		store := c.src.factory.Core().V1().Services().Informer().GetStore()
+		obj, ok, err := store.GetByKey("ns/s1")
+		if err != nil || !ok {
+			t.Fatalf("the informer's s1: %v %v", ok, err)
+		}
+		if err := store.Delete(obj); err != nil { // no event: as if the watch had missed it
+			t.Fatal(err)
+		}
+	})
 	if dp.vs[lost] != nil {
 		t.Errorf("after the cycle the lost Service's virtual server %s is still there", lost)
 	}
