@@ -76,6 +76,11 @@ type Reconciler struct {
 	share  bool
 	shared map[model.VSKey]bool
 
+	// handover, when set, is a predecessor's handover for the next dump (see handover.go).
+	handover map[model.VSKey]*model.VirtualServer
+	// handoverRead is how many virtual servers the last dump with a handover read whole.
+	handoverRead int
+
 	// Lister, if set, is a second handle on the same IPVS table (its own socket), through
 	// which a stepped Check lists the virtual servers in the background while Apply goes
 	// on through the first. Set it before the first call.
@@ -120,7 +125,7 @@ func (r *Reconciler) forget(key model.VSKey) {
 func NewReconciler(k Kernel) *Reconciler {
 	return &Reconciler{k: k, applied: map[model.VSKey]*model.VirtualServer{}, now: time.Now,
 		draining: map[model.VSKey]map[model.RSKey]time.Time{}, wantSpec: map[model.VSKey]model.VSSpec{},
-		shared: map[model.VSKey]bool{}, touched: map[model.VSKey]uint64{}}
+		shared: map[model.VSKey]bool{}, touched: map[model.VSKey]uint64{}, handoverRead: -1}
 }
 
 // Writes returns the number of kernel write calls made so far.
@@ -204,6 +209,29 @@ type visitor interface {
 // builds nothing.
 func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[model.VSKey]*model.VirtualServer, map[model.VSKey]bool, error) {
 	shared := map[model.VSKey]bool{}
+	var applied map[model.VSKey]*model.VirtualServer
+	keep := func(vs *model.VirtualServer) {
+		want := desired[vs.Key]
+		if r.share && want != nil && want.Spec.Flags&^model.FlagsWeManage == 0 &&
+			vs.Spec.Flags&^model.FlagsWeManage == 0 && vs.Equal(want) {
+			applied[vs.Key] = want
+			shared[vs.Key] = true
+			return
+		}
+		applied[vs.Key] = normalize(vs)
+	}
+	if h := r.handover; h != nil {
+		r.handover = nil // once
+		if hr, ok := r.k.(handoverReader); ok {
+			applied = make(map[model.VSKey]*model.VirtualServer, len(h))
+			read, err := eachWithHandover(hr, h, keep)
+			r.handoverRead = read
+			if err == nil {
+				return applied, shared, nil
+			}
+			clear(shared) // read the kernel whole instead
+		}
+	}
 	v, ok := r.k.(visitor)
 	if !ok {
 		vses, err := r.k.ListVirtualServers()
@@ -216,21 +244,11 @@ func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[mod
 		}
 		return applied, shared, nil
 	}
-	var applied map[model.VSKey]*model.VirtualServer
 	start := func() {
 		applied = make(map[model.VSKey]*model.VirtualServer, len(r.applied))
 		clear(shared)
 	}
-	err := v.EachVirtualServer(start, func(vs *model.VirtualServer) {
-		want := desired[vs.Key]
-		if r.share && want != nil && want.Spec.Flags&^model.FlagsWeManage == 0 &&
-			vs.Spec.Flags&^model.FlagsWeManage == 0 && vs.Equal(want) {
-			applied[vs.Key] = want
-			shared[vs.Key] = true
-			return
-		}
-		applied[vs.Key] = normalize(vs)
-	})
+	err := v.EachVirtualServer(start, keep)
 	if err != nil {
 		return nil, nil, err
 	}
