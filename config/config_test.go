@@ -46,6 +46,7 @@ strictARP: true
 healthzBindAddress: "[::]:10256"
 metricsBindAddress: 0.0.0.0:10249
 stateSocket: /run/kipvs/s.sock
+handoverFile: /run/kipvs/handover
 logLevel: debug
 clusterCIDR: 10.244.0.0/16,fd00:10:244::/56
 masqueradeAll: true
@@ -79,6 +80,7 @@ cleanupKubeProxy: true
 		"healthz-bind-address":         "[::]:10256",
 		"metrics-bind-address":         "0.0.0.0:10249",
 		"state-socket":                 "/run/kipvs/s.sock",
+		"handover-file":                "/run/kipvs/handover",
 		"log-level":                    "debug",
 		"cluster-cidr":                 "10.244.0.0/16,fd00:10:244::/56",
 		"masquerade-all":               "true",

@@ -51,6 +51,7 @@ type Options struct {
 	HealthzAddress  string
 	MetricsAddress  string
 	StateSocket     string
+	HandoverFile    string
 	ClusterCIDRs    []string
 	ExcludeCIDRs    []string
 	ServiceCIDRs    []string
@@ -90,6 +91,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", metrics.DefaultAddress, "address of the Prometheus /metrics server (empty: none)")
 	fs.StringVar(&o.StateSocket, "state-socket", introspect.DefaultSocket, "unix socket that serves the desired state to `kube-ipvs list` and `explain` on this node (never a TCP port; empty: none)")
+	fs.StringVar(&o.HandoverFile, "handover-file", "", "IPVS mode: file a clean stop writes the applied virtual servers to, and the next start on the same boot takes (and removes), so that its first sync reads back only the virtual servers that changed instead of all of them; the first repair cycle still checks everything (empty: none; deploy/ sets /run/kube-ipvs/ipvs-handover)")
 	fs.BoolVar(&o.CleanupKubeProxy, FlagCleanupKubeProxy, false, "once the first full sync has written the proxy's own rules, remove what kube-proxy left on the node, as `kube-ipvs cleanup --kube-proxy` (its KUBE-* chains, the rules that jump to them, its KUBE-* ipsets; never kube-ipvs' objects, virtual servers or kube-ipvs0), retrying with backoff until it succeeds; readiness does not wait for it")
 	fs.BoolVar(&o.Once, "once", false, "sync once, then exit 0 on success or 1 on failure")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")

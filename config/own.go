@@ -40,6 +40,7 @@ var ownFields = []ownField{
 	{"healthzBindAddress", "healthz-bind-address", bindAddress(defaultPort(healthcheck.DefaultProxyHealthAddress))},
 	{"metricsBindAddress", "metrics-bind-address", bindAddress(defaultPort(metrics.DefaultAddress))},
 	{"stateSocket", "state-socket", parseString},
+	{"handoverFile", "handover-file", parseString},
 	{"logLevel", "log-level", parseLogLevel},
 	{"clusterCIDR", FlagClusterCIDR, parseClusterCIDR},
 	{"masqueradeAll", FlagMasqueradeAll, parseBool},

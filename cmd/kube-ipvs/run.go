@@ -206,9 +206,42 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	if reload != nil {
 		go reloadOnHUP(ctx, reload, log)
 	}
+	handover, _ := dp.(*ipvsmode.Dataplane)
+	if o.HandoverFile == "" {
+		handover = nil
+	}
+	if handover != nil {
+		takeHandover(handover, o.HandoverFile, log)
+	}
 	log.Info("kube-ipvs started", "mode", mode, "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
 		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.Manifests)
-	return ctl.Run(ctx)
+	err = ctl.Run(ctx)
+	if handover != nil && ctx.Err() != nil { // a clean stop: the loop wrote its last
+		leaveHandover(handover, o.HandoverFile, log)
+	}
+	return err
+}
+
+// takeHandover gives the dataplane a predecessor's handover (see ipvsmode.LoadHandover).
+// Without one the first sync reads the kernel whole, as after a crash: slower, never wrong.
+func takeHandover(dp *ipvsmode.Dataplane, path string, log *slog.Logger) {
+	n, err := dp.LoadHandover(path)
+	switch {
+	case err != nil:
+		log.Warn("handover not used: the first sync reads every virtual server back", "file", path, "err", err)
+	case n > 0:
+		log.Info("handover taken: the first sync reads back only the virtual servers it does not hold as listed", "file", path, "virtual_servers", n)
+	}
+}
+
+// leaveHandover writes the handover for the next start.
+func leaveHandover(dp *ipvsmode.Dataplane, path string, log *slog.Logger) {
+	n, err := dp.SaveHandover(path)
+	if err != nil {
+		log.Warn("handover not written: the next start reads every virtual server back", "file", path, "err", err)
+		return
+	}
+	log.Info("handover written for the next start", "file", path, "virtual_servers", n)
 }
 
 // serveHTTP runs one of the proxy's HTTP servers in the background. A server that cannot
