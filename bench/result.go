@@ -105,9 +105,12 @@ type Result struct {
 	// RepairStep its --repair-step.
 	Binding    string `json:"binding,omitempty"`
 	RepairStep int    `json:"repair_step,omitempty"`
-	// Restart is a second controller started onto the state the first one left, as a
-	// restarted Pod: Seconds until its first sync ended (ready), the writes of that sync.
-	Restart *Sample `json:"restart,omitempty"`
+	// Restart is a new controller started onto the state a cleanly stopped one left, with
+	// its handover (--handover-file), as an upgraded Pod: Seconds until its first sync ended
+	// (ready), the writes of that sync. RestartNoHandover is the same without one, as after
+	// a crash: every virtual server read back.
+	Restart           *Sample `json:"restart,omitempty"`
+	RestartNoHandover *Sample `json:"restart_no_handover,omitempty"`
 	// Churn is the stream of endpoint changes run on the restarted controller.
 	Churn *Churn `json:"churn,omitempty"`
 	// PeakRSSEndBytes is VmHWM at the end of the run (PeakRSSBytes is taken before the

@@ -73,6 +73,7 @@ type runner struct {
 	res     *Result
 	client  *fake.Clientset
 	ctl     *controller.Controller
+	dp      *ipvsmode.Dataplane // the controller's
 	stopCtl context.CancelFunc // stops ctl (a restart starts another)
 	ctlDone chan error         // ctl's Run's return
 	metrics *metrics.Metrics
@@ -224,6 +225,7 @@ func (r *runner) wire(ctx context.Context, syncPeriod time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("IPVS mode: %w", err)
 	}
+	r.dp = dp
 	hostAddrs := func() ([]netip.Addr, error) { return dummyif.NodeAddresses(DummyInterface) }
 	r.ctl, err = controller.New(cfg, r.client, dp, hostAddrs, recorder, obs, log)
 	if err != nil {
