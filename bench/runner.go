@@ -74,8 +74,8 @@ type runner struct {
 	client  *fake.Clientset
 	ctl     *controller.Controller
 	dp      *ipvsmode.Dataplane // the controller's
-	stopCtl context.CancelFunc // stops ctl (a restart starts another)
-	ctlDone chan error         // ctl's Run's return
+	stopCtl context.CancelFunc  // stops ctl (a restart starts another)
+	ctlDone chan error          // ctl's Run's return
 	metrics *metrics.Metrics
 	probe   *probe // a separate IPVS handle: reads only, never counted as writes
 	ctx     context.Context
