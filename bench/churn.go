@@ -84,6 +84,9 @@ type pendingChange struct {
 	sent  time.Time
 }
 
+// processStart is about when the process began (package initialisation).
+var processStart = time.Now()
+
 // churn sends endpoint changes at the configured rate until the configured number of repair
 // cycles ended (or Max passed), and measures each from the API write to the kernel.
 func (r *runner) churn() error {
@@ -110,6 +113,9 @@ func (r *runner) churn() error {
 	stop := make(chan struct{})
 	watched := make(chan struct{})
 	start := time.Now()
+	// The process's age, so that GODEBUG=gctrace=1's lines (stamped with it) can be set
+	// beside the changes' SentAt.
+	r.log("churn: starts %.3fs into the process, %.1f changes a second", time.Since(processStart).Seconds(), o.Rate)
 	go func() {
 		defer close(watched)
 		var deadline time.Time // set once the sending stopped
