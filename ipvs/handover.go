@@ -185,16 +185,11 @@ func (r *Reconciler) TakeHandover(vses map[model.VSKey]*model.VirtualServer) {
 	r.handover = vses
 }
 
-// handoverReader lists the services and reads real servers one virtual server at a time.
-type handoverReader interface {
-	ServiceLister
-	RealServers(key model.VSKey) (map[model.RSKey]uint32, error)
-}
-
 // eachWithHandover calls fn with every virtual server of the kernel's service listing, its
 // real servers taken from the handover when it holds the virtual server with the same spec,
-// else read. It returns how many it read.
-func eachWithHandover(k handoverReader, handover map[model.VSKey]*model.VirtualServer, fn func(vs *model.VirtualServer)) (int, error) {
+// else read (through the stepped Check's reads: the listing alone, then one virtual server
+// at a time). It returns how many it read.
+func eachWithHandover(k stepReader, handover map[model.VSKey]*model.VirtualServer, fn func(vs *model.VirtualServer)) (int, error) {
 	listed, err := k.ListServices()
 	if err != nil {
 		return 0, err

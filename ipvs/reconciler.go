@@ -222,7 +222,7 @@ func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[mod
 	}
 	if h := r.handover; h != nil {
 		r.handover = nil // once
-		if hr, ok := r.k.(handoverReader); ok {
+		if hr, ok := r.k.(stepReader); ok {
 			applied = make(map[model.VSKey]*model.VirtualServer, len(h))
 			read, err := eachWithHandover(hr, h, keep)
 			r.handoverRead = read
