@@ -43,6 +43,7 @@ ipvsTCPTimeout: 900s
 ipvsTCPFinTimeout: 120s
 ipvsUDPTimeout: 300s
 strictARP: true
+ipvsRateEstimation: "off"
 healthzBindAddress: "[::]:10256"
 metricsBindAddress: 0.0.0.0:10249
 stateSocket: /run/kipvs/s.sock
@@ -77,6 +78,7 @@ cleanupKubeProxy: true
 		"ipvs-tcpfin-timeout":          "2m0s",
 		"ipvs-udp-timeout":             "5m0s",
 		"strict-arp":                   "true",
+		"ipvs-rate-estimation":         "off",
 		"healthz-bind-address":         "[::]:10256",
 		"metrics-bind-address":         "0.0.0.0:10249",
 		"state-socket":                 "/run/kipvs/s.sock",
@@ -112,6 +114,16 @@ func TestOwnFormatOmittedAndNull(t *testing.T) {
 	want := map[string]string{"metrics-bind-address": "", "nodeport-addresses": "", "strict-arp": "false"}
 	if !maps.Equal(s.Values, want) {
 		t.Errorf("values %v, want %v", s.Values, want)
+	}
+}
+
+// YAML reads an unquoted on or off as a boolean: ipvsRateEstimation takes it as meant.
+func TestRateEstimationUnquoted(t *testing.T) {
+	for in, want := range map[string]string{"off": "off", "on": "on", "\"kernel\"": "kernel", "false": "off"} {
+		s, _ := parseOK(t, ownHeader+"ipvsRateEstimation: "+in+"\n")
+		if got := s.Values["ipvs-rate-estimation"]; got != want {
+			t.Errorf("ipvsRateEstimation: %s gives %q, want %q", in, got, want)
+		}
 	}
 }
 
@@ -168,6 +180,7 @@ func TestOwnFormatInvalidValues(t *testing.T) {
 		{"dummyInterface: a-name-far-too-long", `dummyInterface: "a-name-far-too-long" is not a Linux interface name`},
 		{"dummyInterface: \"\"", `dummyInterface: "" is not a Linux interface name`},
 		{"strictARP: \"true\"", `strictARP: "true" is not a boolean`},
+		{"ipvsRateEstimation: sometimes", `ipvsRateEstimation: "sometimes": use kernel`},
 		{"masqueradeAll: 1", `masqueradeAll: 1 is not a boolean`},
 		{"healthzBindAddress: localhost:10256", `healthzBindAddress: "localhost:10256": want IP:PORT`},
 		{"metricsBindAddress: 0.0.0.0:99999", `metricsBindAddress: "0.0.0.0:99999": want IP:PORT`},

@@ -11,6 +11,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/introspect"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
+	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
 // The proxy modes of --mode.
@@ -43,11 +44,13 @@ type Options struct {
 	Once              bool
 	LogLevel          string
 	// DrainTimeout is --graceful-termination-timeout.
-	DrainTimeout    time.Duration
-	TCPTimeout      time.Duration
-	TCPFinTimeout   time.Duration
-	UDPTimeout      time.Duration
-	StrictARP       bool
+	DrainTimeout  time.Duration
+	TCPTimeout    time.Duration
+	TCPFinTimeout time.Duration
+	UDPTimeout    time.Duration
+	StrictARP     bool
+	// RateEstimation is --ipvs-rate-estimation (sysctl.ParseRateEstimation).
+	RateEstimation  string
 	HealthzAddress  string
 	MetricsAddress  string
 	StateSocket     string
@@ -81,6 +84,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.TCPTimeout, "ipvs-tcp-timeout", 0, "IPVS timeout of idle established TCP connections, as ipvsadm --set (0: leave the kernel's)")
 	fs.DurationVar(&o.TCPFinTimeout, "ipvs-tcpfin-timeout", 0, "IPVS timeout of TCP connections after a FIN, as ipvsadm --set (0: leave the kernel's)")
 	fs.DurationVar(&o.UDPTimeout, "ipvs-udp-timeout", 0, "IPVS timeout of UDP flows, as ipvsadm --set (0: leave the kernel's)")
+	fs.StringVar(&o.RateEstimation, "ipvs-rate-estimation", string(sysctl.RateEstimationKernel), "net.ipv4.vs.run_estimation: kernel (leave it as it is, as kube-proxy does), on, or off (the rates ipvsadm --rate shows stop; the counters go on). Before Linux 6.2 the kernel walks every virtual and real server's estimator every 2s under a lock that adding or removing a real server waits for: off at tens of thousands of Services (see README)")
 	fs.BoolVar(&o.StrictARP, "strict-arp", false, "set arp_ignore=1 and arp_announce=2 so the node never answers ARP for Service VIPs (needed by MetalLB)")
 	fs.StringSliceVar(&o.ClusterCIDRs, FlagClusterCIDR, nil, "the pod networks, comma-separated (any families): traffic to a ClusterIP from outside them is masqueraded")
 	fs.StringSliceVar(&o.ExcludeCIDRs, FlagExcludeCIDRs, nil, "CIDRs whose virtual servers the proxy never deletes when it cleans up, comma-separated (kube-proxy's ipvs.excludeCIDRs)")

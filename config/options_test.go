@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
+	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
 func optionsFlags(t *testing.T, args ...string) (*Options, *pflag.FlagSet) {
@@ -42,14 +43,15 @@ func TestValidateParsesTheOptions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the defaults do not validate: %v", err)
 	}
-	want := Parsed{LogLevel: slog.LevelInfo, NodePortMin: 30000, NodePortMax: 32767, VIPBinding: dummyif.BindAddress}
+	want := Parsed{LogLevel: slog.LevelInfo, NodePortMin: 30000, NodePortMax: 32767, VIPBinding: dummyif.BindAddress,
+		RateEstimation: sysctl.RateEstimationKernel}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("defaults parsed to %+v, want %+v", p, want)
 	}
 
 	o, _ = optionsFlags(t, "--log-level=debug", "--nodeport-addresses=10.1.2.3/8, fd00::1/64",
 		"--exclude-cidrs=192.168.1.7/24", "--cluster-cidr=10.244.0.0/16,fd00:10:244::/56", "--service-node-port-range=20000-20010",
-		"--service-cidr=10.96.0.1/12,fd00:96::/108", "--vip-binding=route")
+		"--service-cidr=10.96.0.1/12,fd00:96::/108", "--vip-binding=route", "--ipvs-rate-estimation=off")
 	if p, err = o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func TestValidateParsesTheOptions(t *testing.T) {
 		ClusterCIDRs:      []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
 		ServiceCIDRs:      []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")},
 		NodePortMin:       20000, NodePortMax: 20010,
-		VIPBinding: dummyif.BindRoute,
+		VIPBinding: dummyif.BindRoute, RateEstimation: sysctl.RateEstimationOff,
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("parsed %+v\nwant   %+v", p, want)

@@ -37,6 +37,7 @@ var ownFields = []ownField{
 	{"ipvsTCPFinTimeout", "ipvs-tcpfin-timeout", parseDuration},
 	{"ipvsUDPTimeout", "ipvs-udp-timeout", parseDuration},
 	{"strictARP", "strict-arp", parseBool},
+	{"ipvsRateEstimation", "ipvs-rate-estimation", parseRateEstimation},
 	{"healthzBindAddress", "healthz-bind-address", bindAddress(defaultPort(healthcheck.DefaultProxyHealthAddress))},
 	{"metricsBindAddress", "metrics-bind-address", bindAddress(defaultPort(metrics.DefaultAddress))},
 	{"stateSocket", "state-socket", parseString},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
+	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
 // Parsed holds what Validate read out of the options, in the types the proxy uses.
@@ -27,6 +28,7 @@ type Parsed struct {
 	// NodePortMin and NodePortMax are the bounds of --service-node-port-range.
 	NodePortMin, NodePortMax uint16
 	VIPBinding               dummyif.Binding
+	RateEstimation           sysctl.RateEstimation
 }
 
 // Validate checks the options, naming the flag of the first bad one, and returns their
@@ -86,6 +88,9 @@ func (o *Options) Validate() (Parsed, error) {
 	}
 	if p.VIPBinding, err = dummyif.ParseBinding(o.VIPBinding); err != nil {
 		return p, fmt.Errorf("--vip-binding=%q: %v", o.VIPBinding, err)
+	}
+	if p.RateEstimation, err = sysctl.ParseRateEstimation(o.RateEstimation); err != nil {
+		return p, fmt.Errorf("--ipvs-rate-estimation=%q: %v", o.RateEstimation, err)
 	}
 	if o.CleanupKubeProxy && o.Once {
 		// --once exits after its sync; the cleanup would have no time to retry.

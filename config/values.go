@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
+	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
 // A parser checks one field's value and writes it as its flag takes it. path names the field
@@ -226,6 +227,25 @@ func parseVIPBinding(path string, v any) (string, error) {
 		return "", err
 	}
 	if _, err := dummyif.ParseBinding(s); err != nil {
+		return "", fieldError(path, "%q: %v", s, err)
+	}
+	return s, nil
+}
+
+// parseRateEstimation takes kernel, on or off; YAML reads an unquoted on or off as a boolean,
+// which means the same.
+func parseRateEstimation(path string, v any) (string, error) {
+	if b, ok := v.(bool); ok {
+		if b {
+			return string(sysctl.RateEstimationOn), nil
+		}
+		return string(sysctl.RateEstimationOff), nil
+	}
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	if _, err := sysctl.ParseRateEstimation(s); err != nil {
 		return "", fieldError(path, "%q: %v", s, err)
 	}
 	return s, nil

@@ -123,6 +123,8 @@ type Options struct {
 	NoModprobe bool
 	// StrictARP adds the --strict-arp sysctls to the checked ones.
 	StrictARP bool
+	// RateEstimation adds net.ipv4.vs.run_estimation when it is on or off.
+	RateEstimation sysctl.RateEstimation
 	// Deps is the kernel and tools; nil means HostDeps().
 	Deps *Deps
 }
@@ -537,7 +539,7 @@ func (r *runner) dummy() {
 }
 
 func (r *runner) sysctls() {
-	for _, s := range sysctl.ForProxy(r.d.KernelRelease, sysctl.Options{StrictARP: r.o.StrictARP}) {
+	for _, s := range sysctl.ForProxy(r.d.KernelRelease, sysctl.Options{StrictARP: r.o.StrictARP, RateEstimation: r.o.RateEstimation}) {
 		r.sysctlRow(s)
 	}
 }

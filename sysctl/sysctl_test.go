@@ -69,3 +69,37 @@ func TestApplyWritesOnlyWhatDiffersAndNamesFailures(t *testing.T) {
 		t.Errorf("vs.conntrack = %q", v)
 	}
 }
+
+// --ipvs-rate-estimation: kernel (the default, and "") leaves run_estimation alone; on and
+// off set it; anything else is refused.
+func TestRateEstimationSetsRunEstimationOnlyWhenAsked(t *testing.T) {
+	value := func(o Options) (string, bool) {
+		for _, s := range ForProxy("6.1.0-57-amd64", o) {
+			if s.Name == RunEstimation {
+				return s.Value, true
+			}
+		}
+		return "", false
+	}
+	for _, in := range []string{"", "kernel"} {
+		r, err := ParseRateEstimation(in)
+		if err != nil || r != RateEstimationKernel {
+			t.Fatalf("ParseRateEstimation(%q) = %q, %v", in, r, err)
+		}
+		if v, set := value(Options{RateEstimation: r}); set {
+			t.Errorf("%q: run_estimation set to %s", in, v)
+		}
+	}
+	for in, want := range map[string]string{"off": "0", "on": "1"} {
+		r, err := ParseRateEstimation(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, set := value(Options{RateEstimation: r}); !set || v != want {
+			t.Errorf("%s: run_estimation = %q (set %v), want %s", in, v, set, want)
+		}
+	}
+	if _, err := ParseRateEstimation("false"); err == nil {
+		t.Error(`"false" accepted`)
+	}
+}

@@ -29,7 +29,7 @@ func chooseMode(ctx context.Context, o runOptions, stderr io.Writer, log *slog.L
 		log.Warn("running the iptables proxier because --mode=iptables: IPVS schedulers, graceful termination and constant-size rules are off")
 		return modeIPTables, nil, nil
 	}
-	usable, rep := preflight.Check(ctx, preflight.Options{DefaultScheduler: o.Scheduler, StrictARP: o.StrictARP})
+	usable, rep := preflight.Check(ctx, preflight.Options{DefaultScheduler: o.Scheduler, StrictARP: o.StrictARP, RateEstimation: o.rateEstimation})
 	if usable {
 		return modeIPVS, nil, nil
 	}

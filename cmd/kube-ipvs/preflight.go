@@ -17,6 +17,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/preflight"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
+	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
 // preflightOptions are the flags of `kube-ipvs preflight`.
@@ -27,6 +28,7 @@ type preflightOptions struct {
 	manifests  string
 	output     string
 	strictARP  bool
+	rateEst    string
 	timeout    time.Duration
 }
 
@@ -39,6 +41,7 @@ func preflightFlags(o *preflightOptions) *pflag.FlagSet {
 	fs.StringVar(&o.manifests, "manifests", "", "as --kubeconfig, but read the Services from this YAML/JSON file or folder (as run --manifests; wins over --kubeconfig)")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	fs.BoolVar(&o.strictARP, "strict-arp", false, "also check the sysctls run --strict-arp sets")
+	fs.StringVar(&o.rateEst, "ipvs-rate-estimation", string(sysctl.RateEstimationKernel), "also check net.ipv4.vs.run_estimation, which run --ipvs-rate-estimation=on or off sets")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long (listing Services, loading modules, probes)")
 	documentZeroDefaults(fs)
 	return fs
@@ -75,6 +78,11 @@ func preflightMain(args []string, stdout, stderr io.Writer, deps *preflight.Deps
 		fmt.Fprintf(stderr, "kube-ipvs preflight: -o %q: use table or json\n", o.output)
 		return 2
 	}
+	rateEst, err := sysctl.ParseRateEstimation(o.rateEst)
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs preflight: --ipvs-rate-estimation=%q: %v\n", o.rateEst, err)
+		return 2
+	}
 	if o.timeout <= 0 {
 		fmt.Fprintf(stderr, "kube-ipvs preflight: --timeout=%s: must be positive\n", o.timeout)
 		return 2
@@ -92,6 +100,7 @@ func preflightMain(args []string, stdout, stderr io.Writer, deps *preflight.Deps
 		Services:         scan,
 		NoModprobe:       o.noModprobe,
 		StrictARP:        o.strictARP,
+		RateEstimation:   rateEst,
 		Deps:             deps,
 	})
 	if o.output == "json" {

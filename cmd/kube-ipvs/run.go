@@ -38,7 +38,9 @@ type runOptions struct {
 	config.Options
 	ipvsMode ipvsmode.Config // derived from the flags by controllerConfig
 	logLevel slog.Level      // derived from --log-level by controllerConfig
-	lockFile string          // --lock-file: held while the proxy runs (see lock.go)
+	// rateEstimation is --ipvs-rate-estimation, derived by controllerConfig.
+	rateEstimation sysctl.RateEstimation
+	lockFile       string // --lock-file: held while the proxy runs (see lock.go)
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
@@ -131,6 +133,7 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 	o.ipvsMode.Firewall.IPv6 = err == nil
 	o.ipvsMode.NodePortMin, o.ipvsMode.NodePortMax = p.NodePortMin, p.NodePortMax
 	o.ipvsMode.VIPBinding = p.VIPBinding
+	o.rateEstimation = p.RateEstimation
 	return cfg, nil
 }
 
@@ -281,7 +284,7 @@ func applyKernelSettings(o runOptions, mode string, log *slog.Logger) {
 	if unix.Uname(&uts) == nil {
 		release = unix.ByteSliceToString(uts.Release[:])
 	}
-	settings := sysctl.ForProxy(release, sysctl.Options{StrictARP: o.StrictARP})
+	settings := sysctl.ForProxy(release, sysctl.Options{StrictARP: o.StrictARP, RateEstimation: o.rateEstimation})
 	if mode != modeIPVS {
 		// Without ip_vs there is no net.ipv4.vs.* to set.
 		settings = slices.DeleteFunc(settings, func(s sysctl.Setting) bool { return strings.HasPrefix(s.Name, "net.ipv4.vs.") })
