@@ -116,6 +116,8 @@ func (r *runner) churn() error {
 	// The process's age, so that GODEBUG=gctrace=1's lines (stamped with it) can be set
 	// beside the changes' SentAt.
 	r.log("churn: starts %.3fs into the process, %.1f changes a second", time.Since(processStart).Seconds(), o.Rate)
+	rec := r.startSlowRecorder()
+	defer rec.stop()
 	go func() {
 		defer close(watched)
 		var deadline time.Time // set once the sending stopped
@@ -133,6 +135,7 @@ func (r *runner) churn() error {
 					took := time.Since(p.sent).Seconds()
 					mu.Lock()
 					c.Latencies[p.index] = took
+					sentAt := c.SentAt[p.index]
 					for k := range pending {
 						if pending[k].index == p.index {
 							pending = append(pending[:k], pending[k+1:]...)
@@ -140,6 +143,7 @@ func (r *runner) churn() error {
 						}
 					}
 					mu.Unlock()
+					rec.seen(sentAt, time.Duration(took*float64(time.Second)))
 				}
 			}
 			select {

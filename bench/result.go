@@ -105,6 +105,9 @@ type Result struct {
 	// RepairStep its --repair-step.
 	Binding    string `json:"binding,omitempty"`
 	RepairStep int    `json:"repair_step,omitempty"`
+	// RateEstimation is the run's --ipvs-rate-estimation ("" in results from before it, and
+	// for kernel: the kernel's own, on).
+	RateEstimation string `json:"rate_estimation,omitempty"`
 	// Restart is a new controller started onto the state a cleanly stopped one left, with
 	// its handover (--handover-file), as an upgraded Pod: Seconds until its first sync ended
 	// (ready), the writes of that sync. RestartNoHandover is the same without one, as after
@@ -181,5 +184,9 @@ const ProfilePrefix = "KIPVS-BENCH-PPROF "
 
 // HeapProfilePrefix starts the line that carries a heap profile (base64) on the console.
 const HeapProfilePrefix = "KIPVS-BENCH-HEAP "
+
+// TracePrefix starts the line that carries an execution trace of a slow change (the
+// change's start in seconds since the churn began, its latency in ms, then base64).
+const TracePrefix = "KIPVS-BENCH-TRACE "
 
 func sortFloats(s []float64) { sort.Float64s(s) }

@@ -54,11 +54,15 @@ type Options struct {
 	Timeout time.Duration
 	// Binding is --vip-binding (default address).
 	Binding dummyif.Binding
+	// RateEstimation is --ipvs-rate-estimation (default kernel).
+	RateEstimation sysctl.RateEstimation
 	// RepairStep is --repair-step (0: repairs in one go). The bench passes the default.
 	RepairStep int
 	// Churn configures the stream of endpoint changes run after the restart (zero Rate:
 	// none).
 	Churn ChurnOptions
+	// SlowTrace asks for execution traces of the churn's slow changes (zero: none).
+	SlowTrace SlowTrace
 }
 
 // DummyInterface is the dummy link's name, as in production.
@@ -107,6 +111,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		N: o.N, Expected: Expect(o.N), Changes: map[string][]Sample{}, CPUs: runtime.NumCPU(),
 		GoVersion: runtime.Version(), Kernel: kernelRelease(), MemTotalMiB: memTotalMiB(), GoMemLimitBytes: goMemLimit(),
 		MinSyncPeriodSec: o.MinSyncPeriod.Seconds(), Binding: string(o.Binding), RepairStep: o.RepairStep,
+		RateEstimation: rateEstimationOf(o.RateEstimation),
 	}}
 	r.log = func(format string, args ...any) {
 		if o.Progress != nil {
@@ -196,7 +201,7 @@ func (r *runner) populate() error {
 // wire builds the proxy as cmd/kube-ipvs's serve does: the same dataplane (ipvsmode.New),
 // kernel settings, event recorder, observers and controller.New.
 func (r *runner) wire(ctx context.Context, syncPeriod time.Duration) error {
-	if _, err := sysctl.Apply(sysctl.ForProxy(kernelRelease(), sysctl.Options{})); err != nil {
+	if _, err := sysctl.Apply(sysctl.ForProxy(kernelRelease(), sysctl.Options{RateEstimation: r.o.RateEstimation})); err != nil {
 		r.log("setting kernel parameters: %v", err)
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -211,7 +216,10 @@ func (r *runner) wire(ctx context.Context, syncPeriod time.Duration) error {
 		MinSyncPeriod:    r.o.MinSyncPeriod,
 		RepairStep:       r.o.RepairStep,
 	}
-	r.metrics = metrics.New()
+	// Without the go_* and process_* collectors: the churn gathers the metrics five times a
+	// second (a scrape is every 15 s or more), and those read /proc and the runtime's
+	// statistics inside the measured process.
+	r.metrics = metrics.New(metrics.WithoutRuntimeMetrics())
 	r.metrics.SetProxyMode(metrics.ModeIPVS)
 	ph := healthcheck.NewProxyHealth(cfg.SyncPeriod)
 	sh := healthcheck.NewServiceHealth(ph.Live)
@@ -408,3 +416,11 @@ func (h cycleLines) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 func (h cycleLines) WithGroup(name string) slog.Handler { return cycleLines{h.Handler.WithGroup(name)} }
+
+// rateEstimationOf is the result's rate_estimation: empty for the kernel's own.
+func rateEstimationOf(r sysctl.RateEstimation) string {
+	if r == sysctl.RateEstimationKernel {
+		return ""
+	}
+	return string(r)
+}

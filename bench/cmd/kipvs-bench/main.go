@@ -25,6 +25,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/bench"
 	"github.com/kube-ipvs/kube-ipvs/config"
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
+	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
 func main() {
@@ -56,10 +57,12 @@ func run(args []string) int {
 	profile := fs.Bool("cpuprofile", false, "print a CPU profile of the run (base64, after "+bench.ProfilePrefix+")")
 	resyncProfile := fs.Bool("resyncprofile", false, "print a CPU profile of the full resyncs alone (base64, after "+bench.ProfilePrefix+")")
 	binding := fs.String("binding", string(dummyif.BindAddress), "--vip-binding: address or route")
+	rateEst := fs.String("rate-estimation", string(sysctl.RateEstimationKernel), "--ipvs-rate-estimation: kernel, on or off")
 	repairStep := fs.Int("repair-step", config.DefaultRepairStep, "--repair-step (0: repairs in one go)")
 	churnRate := fs.Float64("churn-rate", 5, "endpoint changes per second after the restart (0: no churn)")
 	churnCycles := fs.Int("churn-cycles", 2, "repair cycles the churn runs through")
 	churnMax := fs.Duration("churn-max", 30*time.Minute, "longest churn, whatever the cycles")
+	slowTrace := fs.Duration("slowtrace", 0, "print execution traces of churn changes slower than this (base64, after "+bench.TracePrefix+"; 0: none)")
 	heap := fs.Bool("heapprofile", false, "print a heap profile taken after the cold start (base64, after "+bench.HeapProfilePrefix+")")
 	_ = fs.Parse(args)
 	if *profile {
@@ -78,8 +81,18 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "kipvs-bench: -binding: %v\n", err)
 		return 2
 	}
-	opts := bench.Options{N: *n, Reps: *reps, FullReps: *fullReps, MinSyncPeriod: *minSync, Progress: os.Stderr, Timeout: *timeout,
+	re, err := sysctl.ParseRateEstimation(*rateEst)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kipvs-bench: -rate-estimation: %v\n", err)
+		return 2
+	}
+	opts := bench.Options{RateEstimation: re, N: *n, Reps: *reps, FullReps: *fullReps, MinSyncPeriod: *minSync, Progress: os.Stderr, Timeout: *timeout,
 		Binding: b, RepairStep: *repairStep, Churn: bench.ChurnOptions{Rate: *churnRate, Cycles: *churnCycles, Max: *churnMax}}
+	if *slowTrace > 0 {
+		opts.SlowTrace = bench.SlowTrace{Threshold: *slowTrace, Max: 3, Out: func(at float64, took time.Duration, tr []byte) {
+			fmt.Printf("%s%.3f %.1f %s\n", bench.TracePrefix, at, float64(took)/float64(time.Millisecond), base64.StdEncoding.EncodeToString(tr))
+		}}
+	}
 	var heapBuf bytes.Buffer
 	if *heap {
 		opts.HeapProfile = &heapBuf
