@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,13 +183,13 @@ func (c *Controller) Run(ctx context.Context) error {
 			continue
 		case full:
 			if _, ok := c.stepped(); ok {
-				c.beginCycle()
+				trace.WithRegion(ctx, "begin repair cycle", c.beginCycle)
 				continue
 			}
-			_ = c.sync(true) // errors are logged and retried inside
+			trace.WithRegion(ctx, "full sync", func() { _ = c.sync(true) }) // errors are logged and retried inside
 			continue
 		case changes:
-			_ = c.sync(false)
+			trace.WithRegion(ctx, "sync changes", func() { _ = c.sync(false) })
 			continue
 		}
 		timer := time.NewTimer(wait)

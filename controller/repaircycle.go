@@ -1,11 +1,11 @@
 package controller
 
 import (
+	"context"
 	"net/netip"
+	"runtime/trace"
 	"strings"
 	"time"
-
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
@@ -20,7 +20,7 @@ import (
 // is in the kernel at once, and the dataplane's later steps judge the kernel against it.
 type repairCycle struct {
 	began time.Time
-	names []model.ServiceName // Services still to recompute
+	names *cycleNames // the Services still to recompute
 	pcfg  *proxy.Config
 	cidrs []netip.Prefix
 	begun bool // the dataplane's part has begun
@@ -48,8 +48,10 @@ func (c *Controller) stepped() (dataplane.SteppedRepairer, bool) {
 	return sr, ok && c.cfg.RepairStep > 0 && c.repairedOnce
 }
 
-// beginCycle starts a repair cycle: reads the node and lists the Services (from the
-// informers' caches), as a full sync does, without recomputing any yet.
+// beginCycle starts a repair cycle: reads the node, as a full sync does, and starts the walk
+// over the Services (cycleNames: every one the proxy holds, one the informers no longer have
+// is removed when it is recomputed, then every other one the informers have) without
+// recomputing any yet.
 func (c *Controller) beginCycle() {
 	cy := &repairCycle{began: time.Now()}
 	c.cycle = cy
@@ -59,25 +61,7 @@ func (c *Controller) beginCycle() {
 		c.endCycle()
 		return
 	}
-	svcs, err := c.src.services.List(labels.Everything())
-	if err != nil {
-		cy.res.Err = err
-		c.endCycle()
-		return
-	}
-	// Every Service the proxy holds (one the informers no longer have is removed when it is
-	// recomputed) and every other one the informers have: appended, not sorted or put in a
-	// set, since at 50,000 Services under emulation that alone held changes up for
-	// hundreds of milliseconds before the first step.
-	cy.names = make([]model.ServiceName, 0, len(c.state.services)+len(svcs)/8)
-	for name := range c.state.services {
-		cy.names = append(cy.names, name)
-	}
-	for _, s := range svcs {
-		if name := (model.ServiceName{Namespace: s.Namespace, Name: s.Name}); c.state.services[name] == nil {
-			cy.names = append(cy.names, name)
-		}
-	}
+	cy.names = newCycleNames(c.state.services, c.src.services)
 	cy.pcfg = c.proxyConfig()
 	cidrs, from := c.serviceCIDRs()
 	c.noteServiceCIDRs(cidrs, from)
@@ -93,19 +77,31 @@ func (c *Controller) cycleStep() {
 	stopCPU := threadCPU()
 	var res dataplane.Result
 	done := false
-	var kind string
+	kind := metrics.StepCheck
 	switch {
-	case len(cy.names) > 0:
+	case cy.names.more(c.state.services):
 		kind = metrics.StepServices
-		res = c.recomputeStep(cy)
-		c.setEntries = res.SetEntries
 	case !cy.begun:
 		kind = metrics.StepBegin
+	}
+	// A region per step, so that an execution trace (the bench's -slowtrace) shows which
+	// step a change waited for.
+	defer trace.StartRegion(context.Background(), "repair step: "+kind).End()
+	switch kind {
+	case metrics.StepServices:
+		res = c.recomputeStep(cy)
+		c.setEntries = res.SetEntries
+		if res.Waiting {
+			// The informers' list is not in yet (cycleNames): a pause, as below.
+			stopCPU()
+			cy.resumeAt = time.Now().Add(dataplane.StepPause)
+			return
+		}
+	case metrics.StepBegin:
 		cy.begun = true
 		res = sr.BeginRepair(c.live())
 		c.setEntries = res.SetEntries
 	default:
-		kind = metrics.StepCheck
 		res, done = sr.RepairStep(c.live(), c.cfg.RepairStep)
 		if res.Waiting {
 			// Nothing done but finding the background work not in yet: a pause, not busy
@@ -143,20 +139,32 @@ func (c *Controller) cycleStep() {
 }
 
 // recomputeStep recomputes up to RepairStep Services and applies what changed, as an
-// incremental sync does: a Service whose objects did not change writes nothing.
+// incremental sync does: a Service whose objects did not change writes nothing. A step that
+// found no Service to take yet (the informers' list is not in) is Waiting.
 func (c *Controller) recomputeStep(cy *repairCycle) dataplane.Result {
 	ch := dataplane.Change{Services: map[model.ServiceName]*model.ServiceState{}, VSes: map[model.VSKey]*model.VirtualServer{}}
-	n := min(c.cfg.RepairStep, len(cy.names))
 	deadline := time.Now().Add(dataplane.StepTime)
-	done := 0
-	for _, name := range cy.names[:n] {
-		if done > 0 && (time.Now().After(deadline) || c.changeDue()) {
+	done, skipped := 0, false
+names:
+	for done < c.cfg.RepairStep {
+		if (done > 0 || skipped) && (time.Now().After(deadline) || c.changeDue()) {
 			break // a step stays short however slow the machine (the Apply below counts too), and gives way to a change
 		}
-		c.recompute(name, cy.pcfg, &ch)
-		done++
+		name, st, err := cy.names.take(c.state.services)
+		switch {
+		case err != nil:
+			return dataplane.Result{Err: err}
+		case st == nameSkipping:
+			skipped = true
+		case st == nameWaiting && done == 0 && !skipped:
+			return dataplane.Result{Waiting: true}
+		case st != nameReady:
+			break names
+		default:
+			c.recompute(name, cy.pcfg, &ch)
+			done++
+		}
 	}
-	cy.names = cy.names[done:]
 	return c.dp.Apply(ch)
 }
 
