@@ -3,6 +3,7 @@ package ipset
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -162,11 +163,15 @@ func validDesired(d firewall.SetDef, desired firewall.DesiredSets) map[firewall.
 // look-up each, so the Tracker is never held long).
 func compareListing(k Kernel, d firewall.SetDef, desired firewall.DesiredSets) setListing {
 	l := setListing{def: d}
-	l.entries, l.err = listEntriesFrom(k, d.Name)
+	l.entries, l.err = listEntriesFrom(k, d.Name, desired.Count(d.Name))
 	if l.err != nil {
 		return l
 	}
+	n := 0
 	for p := range l.entries {
+		if n++; n%4096 == 0 {
+			runtime.Gosched() // beside the sync loop: see EachEntry
+		}
 		if desired.Has(d.Name, p) {
 			l.wanted++
 		} else {

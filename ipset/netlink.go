@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -390,6 +391,10 @@ func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)
 			for _, e := range es {
 				fn(e)
 			}
+			// A set of half a million entries lists for seconds, in a repair's background:
+			// give the P to the sync loop (and the informers) between messages, or a change
+			// waits behind the listing (see the yield in package ipvs' dumps).
+			runtime.Gosched()
 			return true
 		}
 		return false

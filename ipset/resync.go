@@ -184,15 +184,17 @@ func (r *Reconciler) listHeaders() ([]Header, error) {
 // listEntries lists a set's entries into a map, through the kernel's streaming listing
 // when it has one (no slice of every entry in between).
 func (r *Reconciler) listEntries(n firewall.SetName) (map[firewall.Packed]struct{}, error) {
-	return listEntriesFrom(r.k, n)
+	return listEntriesFrom(r.k, n, 0)
 }
 
 // listEntriesFrom lists a set's entries through k (the Reconciler's own kernel, or the one
-// a background check lists through).
-func listEntriesFrom(k Kernel, n firewall.SetName) (map[firewall.Packed]struct{}, error) {
+// a background check lists through). hint is how many entries are expected: a map grown
+// entry by entry to half a million rehashes all the way (a background check's listing
+// spent most of its CPU there at 50,000 Services, beside the sync loop).
+func listEntriesFrom(k Kernel, n firewall.SetName, hint int) (map[firewall.Packed]struct{}, error) {
 	var err error
 	for range listAttempts {
-		out := map[firewall.Packed]struct{}{}
+		out := make(map[firewall.Packed]struct{}, hint)
 		if each, ok := k.(entryStreamer); ok {
 			err = each.EachEntry(n, func(e firewall.Entry) { out[e.Pack()] = struct{}{} })
 		} else {
