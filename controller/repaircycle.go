@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"iter"
+	"maps"
 	"net/netip"
 	"runtime/trace"
 	"strings"
@@ -231,15 +233,9 @@ func (c *Controller) live() dataplane.Live {
 		cidrs = c.cycle.cidrs
 	}
 	return dataplane.Live{
-		Services: c.state.services,
-		VS:       c.state.desiredVS,
-		VSKeys: func(yield func(model.VSKey) bool) {
-			for k := range c.state.vsOwner {
-				if !yield(k) {
-					return
-				}
-			}
-		},
+		Services:     c.state.services,
+		VS:           c.state.desiredVS,
+		VSKeysCopy:   func() iter.Seq[model.VSKey] { return maps.Keys(maps.Clone(c.state.vsOwner)) },
 		Bound:        c.state.bound,
 		Binds:        c.state.allBinds,
 		NodeIPs:      c.node.nodeIPs,

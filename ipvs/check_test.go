@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -11,14 +12,10 @@ import (
 )
 
 // keysOf yields the keys of a desired map, as BeginCheck takes them.
-func keysOf(m map[model.VSKey]*model.VirtualServer) func(func(model.VSKey) bool) {
-	return func(yield func(model.VSKey) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
+// keysOf is BeginCheck's desired keys: a copy, as the controller gives (the check walks it
+// in the background while the test changes m).
+func keysOf(m map[model.VSKey]*model.VirtualServer) iter.Seq[model.VSKey] {
+	return maps.Keys(maps.Clone(m))
 }
 
 func lookup(m map[model.VSKey]*model.VirtualServer) func(model.VSKey) *model.VirtualServer {

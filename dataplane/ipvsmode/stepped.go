@@ -122,7 +122,7 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	}
 	if sr.check == nil {
 		start := time.Now()
-		check, err := d.p.IPVS.BeginCheck(l.VSKeys)
+		check, err := d.p.IPVS.BeginCheck(l.VSKeysCopy())
 		res.Phases.IPVS = time.Since(start)
 		if err != nil {
 			res.Err = fmt.Errorf("repairing IPVS: %w", err)

@@ -2,6 +2,8 @@ package ipvsmode
 
 import (
 	"context"
+	"iter"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -30,17 +32,11 @@ func (w *fakeWatcher) Take() dummyif.Drift {
 // liveOf is the Live view of a snapshot the test keeps changing.
 func liveOf(s *dataplane.Snapshot) dataplane.Live {
 	return dataplane.Live{
-		Services: s.Services,
-		VS:       func(k model.VSKey) *model.VirtualServer { return s.VSes[k] },
-		VSKeys: func(yield func(model.VSKey) bool) {
-			for k := range s.VSes {
-				if !yield(k) {
-					return
-				}
-			}
-		},
-		Bound: func(a netip.Addr) bool { return s.Binds[a] },
-		Binds: func() map[netip.Addr]bool { return s.Binds },
+		Services:   s.Services,
+		VS:         func(k model.VSKey) *model.VirtualServer { return s.VSes[k] },
+		VSKeysCopy: func() iter.Seq[model.VSKey] { return maps.Keys(maps.Clone(s.VSes)) },
+		Bound:      func(a netip.Addr) bool { return s.Binds[a] },
+		Binds:      func() map[netip.Addr]bool { return s.Binds },
 	}
 }
 
