@@ -347,7 +347,7 @@ func (k *NetlinkKernel) ListHeaders() ([]Header, error) {
 	var out []Header
 	index := map[firewall.SetName]int{}
 	for _, m := range msgs {
-		h, _, err := parseSetMessage(m, false)
+		h, _, err := parseSetMessage(m, false, nil)
 		if err != nil {
 			return nil, fmt.Errorf("ipset list headers: %w", err)
 		}
@@ -380,8 +380,11 @@ func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)
 		return appendSetName(b, name)
 	})
 	var perr error
+	var es []firewall.Entry
 	err := req.ExecuteIter(unix.NETLINK_NETFILTER, 0, func(m []byte) bool {
-		h, es, err := parseSetMessage(m, true)
+		var h Header
+		var err error
+		h, es, err = parseSetMessage(m, true, es[:0])
 		switch {
 		case err != nil:
 			perr = fmt.Errorf("ipset list %s: %w", name, err)
@@ -416,10 +419,11 @@ func merge(into *Header, h Header) {
 }
 
 // parseSetMessage reads one message of a list dump: the set's name and header (the header
-// only in the set's first message) and, with withEntries, its entries.
-func parseSetMessage(m []byte, withEntries bool) (Header, []firewall.Entry, error) {
+// only in the set's first message) and, with withEntries, its entries, appended to es (a
+// listing reuses one slice for all its messages: a new one per message was half of what a
+// repair cycle allocated at 50,000 Services).
+func parseSetMessage(m []byte, withEntries bool, es []firewall.Entry) (Header, []firewall.Entry, error) {
 	var h Header
-	var es []firewall.Entry
 	attrs, err := nlcodec.PayloadAttrs(m)
 	if err != nil {
 		return h, nil, err

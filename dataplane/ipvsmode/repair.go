@@ -52,7 +52,7 @@ func (d *Dataplane) ensureLink() dataplane.Result {
 // repairFirewall stages every Service and repairs the ipsets and iptables rules against the
 // kernel: one step, whose cost follows the number of set entries.
 func (d *Dataplane) repairFirewall(services map[model.ServiceName]*model.ServiceState, nodeIPs []netip.Addr, cidrs []netip.Prefix) dataplane.Result {
-	d.fw.cfg.NodeIPs = nodeIPs
+	d.fw.setNodeIPs(nodeIPs)
 	d.fw.cidrs = firewall.ServiceCIDREntries(cidrs, d.fw.cfg)
 	for name, st := range services {
 		d.fw.stage(name, st)

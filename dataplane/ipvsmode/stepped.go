@@ -77,7 +77,7 @@ func (d *Dataplane) beginFirewallCheck(services map[model.ServiceName]*model.Ser
 		return d.repairFirewall(services, nodeIPs, cidrs), nil, nil
 	}
 	start := time.Now()
-	check, sr := d.fw.sets.BeginCheck(firewall.Sets(d.fw.cfg), d.fw.desired())
+	check, sr := d.fw.sets.BeginCheck(d.fw.fromCfg().sets, d.fw.desired())
 	res := setsResult(sr, dataplane.OpUpdate)
 	res.Merge(d.fw.applyRules())
 	rules := make(chan iptables.Result, 1)
