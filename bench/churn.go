@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -118,6 +119,10 @@ func (r *runner) churn() error {
 	r.log("churn: starts %.3fs into the process, %.1f changes a second", time.Since(processStart).Seconds(), o.Rate)
 	rec := r.startSlowRecorder()
 	defer rec.stop()
+	if w := r.o.ChurnHeapProfiles; w[0] != nil && w[1] != nil {
+		_ = pprof.Lookup("heap").WriteTo(w[0], 0)
+		defer func() { _ = pprof.Lookup("heap").WriteTo(w[1], 0) }()
+	}
 	go func() {
 		defer close(watched)
 		var deadline time.Time // set once the sending stopped

@@ -48,6 +48,10 @@ type Options struct {
 	Progress io.Writer
 	// HeapProfile, if set, receives a heap profile taken right after the cold start.
 	HeapProfile io.Writer
+	// ChurnHeapProfiles, if set, receive heap profiles taken as the churn begins and as it
+	// ends: their alloc_space difference is what the churn and its repair cycles allocated
+	// (go tool pprof -sample_index=alloc_space -diff_base BEGIN END).
+	ChurnHeapProfiles [2]io.Writer
 	// ResyncProfile, if set, receives a CPU profile of the full resyncs alone.
 	ResyncProfile io.Writer
 	// Timeout bounds every single wait for the kernel.

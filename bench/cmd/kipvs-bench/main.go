@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -63,6 +64,7 @@ func run(args []string) int {
 	churnCycles := fs.Int("churn-cycles", 2, "repair cycles the churn runs through")
 	churnMax := fs.Duration("churn-max", 30*time.Minute, "longest churn, whatever the cycles")
 	slowTrace := fs.Duration("slowtrace", 0, "print execution traces of churn changes slower than this (base64, after "+bench.TracePrefix+"; 0: none)")
+	churnAllocs := fs.Bool("churnallocs", false, "print heap profiles taken as the churn begins and ends (base64, after "+bench.HeapProfilePrefix+"; their alloc_space difference is the churn's)")
 	heap := fs.Bool("heapprofile", false, "print a heap profile taken after the cold start (base64, after "+bench.HeapProfilePrefix+")")
 	_ = fs.Parse(args)
 	if *profile {
@@ -92,6 +94,15 @@ func run(args []string) int {
 		opts.SlowTrace = bench.SlowTrace{Threshold: *slowTrace, Max: 3, Out: func(at float64, took time.Duration, tr []byte) {
 			fmt.Printf("%s%.3f %.1f %s\n", bench.TracePrefix, at, float64(took)/float64(time.Millisecond), base64.StdEncoding.EncodeToString(tr))
 		}}
+	}
+	var churnBufs [2]bytes.Buffer
+	if *churnAllocs {
+		opts.ChurnHeapProfiles = [2]io.Writer{&churnBufs[0], &churnBufs[1]}
+		defer func() {
+			for i := range churnBufs {
+				fmt.Printf("%s%s\n", bench.HeapProfilePrefix, base64.StdEncoding.EncodeToString(churnBufs[i].Bytes()))
+			}
+		}()
 	}
 	var heapBuf bytes.Buffer
 	if *heap {
