@@ -172,7 +172,17 @@ func (r *runner) churn() error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	lastCount, lastSum := r.cycleSums()
+	var lastSlow uint64
+	if rec != nil {
+		lastSlow = r.slowSteps()
+	}
 	for n := 0; ; n++ {
+		if rec != nil {
+			if s := r.slowSteps(); s > lastSlow {
+				rec.slowStep(time.Since(start).Seconds())
+				lastSlow = s
+			}
+		}
 		if cnt, sum := r.cycleSums(); cnt > lastCount {
 			step, share := r.gauge("repair_step_max_duration_seconds"), r.gauge("repair_cycle_core_share")
 			cy := Cycle{EndedAt: time.Since(start).Seconds(), Seconds: (sum - lastSum) / float64(cnt-lastCount), LongestStep: step, CoreShare: share,

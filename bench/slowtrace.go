@@ -5,11 +5,15 @@ import (
 	"runtime/trace"
 	"sync"
 	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/metrics"
 )
 
 // SlowTrace asks for execution traces of the churn's slowest moments: the runtime's flight
-// recorder keeps the last few seconds, and a change slower than Threshold has them written
-// to Out (at most Max of them). A trace shows what a change waited for (a repair step, a
+// recorder keeps the last few seconds, and a change slower than Threshold, or a repair step
+// longer than slowStepSeconds, has them written to Out (at most Max of them). The recorder
+// costs CPU (a fifth of the guest's at 50,000 Services): a traced run's latencies are for
+// diagnosis, not for the report. A trace shows what a change waited for (a repair step, a
 // garbage collection, the scheduler), which percentiles cannot.
 type SlowTrace struct {
 	Threshold time.Duration
@@ -55,6 +59,18 @@ func (s *slowRecorder) seen(sentAt float64, took time.Duration) {
 	if s == nil || took < s.o.Threshold {
 		return
 	}
+	s.write(sentAt, took)
+}
+
+// slowStep writes the recorder's window when a repair step longer than slowStepSeconds
+// just ended (took 0 in the output): a long step holds every change that arrives during it.
+func (s *slowRecorder) slowStep(at float64) {
+	if s != nil {
+		s.write(at, 0)
+	}
+}
+
+func (s *slowRecorder) write(sentAt float64, took time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.written >= s.o.Max {
@@ -78,4 +94,33 @@ func (s *slowRecorder) stop() {
 		s.fr.Stop()
 		s.outs.Wait()
 	}
+}
+
+// slowStepSeconds is a bucket bound of kube_ipvs_repair_step_duration_seconds: steps above it
+// are traced.
+const slowStepSeconds = 0.256
+
+// slowSteps counts the repair steps longer than slowStepSeconds so far.
+func (r *runner) slowSteps() uint64 {
+	fams, err := r.metrics.Registry().Gather()
+	if err != nil {
+		return 0
+	}
+	for _, f := range fams {
+		if f.GetName() != metrics.Namespace+"_repair_step_duration_seconds" {
+			continue
+		}
+		var total, within uint64
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			total += h.GetSampleCount()
+			for _, b := range h.GetBucket() {
+				if b.GetUpperBound() == slowStepSeconds {
+					within += b.GetCumulativeCount()
+				}
+			}
+		}
+		return total - within
+	}
+	return 0
 }
