@@ -271,7 +271,8 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("  must give (virtual and real servers, VIPs, set entries);\n")
 	p("- after the single changes the controller is stopped and a new one started onto the\n")
 	p("  kernel state (a restart), with `--sync-period`'s default, and endpoint changes stream in\n")
-	p("  through two of its repair cycles (Churn).\n\n")
+	p("  through two of its repair cycles (Churn).\n")
+	p("%s\n", rateEstimationText(rs))
 
 	writeColdStart(w, rs)
 
@@ -498,4 +499,29 @@ func phaseText(r *Result) string {
 			ms(ph["build"]), ms(ph["firewall"]), ms(ph["addresses"]), ms(ph["ipvs"]))
 	}
 	return ""
+}
+
+// rateEstimationText is the bullet that says which runs set --ipvs-rate-estimation, if any.
+func rateEstimationText(rs []*Result) string {
+	by := map[string][]string{}
+	var order []string
+	for _, r := range rs {
+		v := r.RateEstimation
+		if v == "" {
+			v = "kernel"
+		}
+		if by[v] == nil {
+			order = append(order, v)
+		}
+		by[v] = append(by[v], fmt.Sprintf("%s %s", label(r.N), r.BindingOf()))
+	}
+	if len(order) == 1 && order[0] == "kernel" {
+		return ""
+	}
+	var parts []string
+	for _, v := range order {
+		parts = append(parts, fmt.Sprintf("`--ipvs-rate-estimation=%s` at %s", v, strings.Join(by[v], ", ")))
+	}
+	return "- kube-ipvs ran with " + strings.Join(parts, "; ") + " (off is what the README advises at tens\n" +
+		"  of thousands of Services on kernels before 6.2; kube-proxy ran with the kernel's own, on).\n"
 }
