@@ -24,7 +24,7 @@
 #   BENCH_ARGS         more flags for `kipvs-bench run` (e.g. -cpuprofile)
 #   BENCH_GODEBUG      GODEBUG for the bench process (e.g. gctrace=1: one line per GC cycle)
 #   BENCH_GOMEMLIMIT   the Go runtime's soft memory limit for the bench process (default
-#                      900MiB, what deploy/daemonset.yaml gives kube-ipvs; "off" for none)
+#                      650MiB, what deploy/daemonset.yaml gives kube-ipvs; "off" for none)
 #   GUEST_MEM          MiB (default 6144 here: 50,000 Services need about 2.5 GiB in the
 #                      kernel and the bench process up to 1 GiB)
 #   GUEST_TIMEOUT      seconds (default 10800 here: the churn at 50,000 Services runs through
@@ -37,7 +37,7 @@ cd "$REPO_ROOT"
 plan=${BENCH_PLAN:-"1000:9:1 5000:5:1 10000:7:1 50000:5:1"}
 bindings=${BENCH_BINDINGS:-"route address"}
 kplan=${BENCH_KUBEPROXY_PLAN-"1000 5000"}
-memlimit=${BENCH_GOMEMLIMIT:-900MiB}
+memlimit=${BENCH_GOMEMLIMIT:-650MiB}
 [[ $memlimit == off ]] && memlimit=""
 out=${BENCH_OUT:-$REPO_ROOT/.cache/bench}
 mkdir -p "$out"
