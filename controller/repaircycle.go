@@ -93,25 +93,20 @@ func (c *Controller) cycleStep() {
 	case metrics.StepServices:
 		res = c.recomputeStep(cy)
 		c.setEntries = res.SetEntries
-		if res.Waiting {
-			// The informers' list is not in yet (cycleNames): a pause, as below.
-			stopCPU()
-			cy.resumeAt = time.Now().Add(dataplane.StepPause)
-			return
-		}
 	case metrics.StepBegin:
 		cy.begun = true
 		res = sr.BeginRepair(c.live())
 		c.setEntries = res.SetEntries
 	default:
 		res, done = sr.RepairStep(c.live(), c.cfg.RepairStep)
-		if res.Waiting {
-			// Nothing done but finding the background work not in yet: a pause, not busy
-			// time (which spaces the cycles), and not a step.
-			stopCPU()
-			cy.resumeAt = time.Now().Add(dataplane.StepPause)
-			return
-		}
+	}
+	if res.Waiting {
+		// Nothing done but finding the background work (the informers' list, the
+		// dataplane's listings) not in yet: a pause, not busy time (which spaces the
+		// cycles), and not a step.
+		stopCPU()
+		cy.resumeAt = time.Now().Add(dataplane.StepPause)
+		return
 	}
 	took := time.Since(start)
 	cy.cpu += stopCPU()
