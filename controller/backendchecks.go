@@ -9,7 +9,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/model"
-	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 // Backend health checks (package backendcheck) feed the controller as a change source:
@@ -155,7 +154,7 @@ func (c *Controller) trackChecks(name model.ServiceName, st *model.ServiceState)
 // before a check has passed. Others start healthy: the kubelet judged them ready, and
 // holding every new endpoint back until it passes would slow every rollout. The checked
 // Services are recomputed with those verdicts; then the checker learns every check.
-func (c *Controller) seedFromKernel(pcfg *proxy.Config) {
+func (c *Controller) seedFromKernel(pcfg buildConfig) {
 	b := c.checks
 	if b.checker == nil || b.seeded {
 		return

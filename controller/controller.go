@@ -63,6 +63,8 @@ type Controller struct {
 	// whole repair succeeded, after which repairs are cut into steps (repaircycle.go).
 	cycle        *repairCycle
 	repairedOnce bool
+	// built is what each Service's state was last built from (buildinputs.go).
+	built map[model.ServiceName]buildInputs
 
 	// drifted is set (by the dataplane's watcher goroutine) when drift waits for RepairDrift.
 	drifted atomic.Bool
@@ -115,7 +117,7 @@ func New(cfg Config, client kubernetes.Interface, dp dataplane.Dataplane, hostAd
 		sched:   newSchedule(cfg.MinSyncPeriod, cfg.SyncPeriod, cfg.MaxRetryBackoff),
 		retryVS: map[model.VSKey]bool{}, retryIP: map[netip.Addr]bool{},
 		problems: newProblemReporter(recorder, obs.Metrics, log), unavailable: map[string]bool{},
-		healthErr: map[model.ServiceName]string{}, state: newDesiredState(),
+		healthErr: map[model.ServiceName]string{}, state: newDesiredState(), built: map[model.ServiceName]buildInputs{},
 		checks: newBackendChecks(cfg.BackendChecks),
 	}
 	src, err := newSources(client, cfg.NodeName, c)

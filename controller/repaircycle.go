@@ -12,7 +12,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
-	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
 
 // repairCycle is a periodic repair under way, cut into steps that the sync loop runs when
@@ -23,13 +22,15 @@ import (
 type repairCycle struct {
 	began time.Time
 	names *cycleNames // the Services still to recompute
-	pcfg  *proxy.Config
+	pcfg  buildConfig
 	cidrs []netip.Prefix
 	begun bool // the dataplane's part has begun
 	steps int
-	busy  time.Duration // the steps' wall time, summed
-	cpu   time.Duration // the steps' CPU time, summed
-	most  time.Duration // the longest step
+	// unchanged counts the Services passed over as built from the objects held now.
+	unchanged int
+	busy      time.Duration // the steps' wall time, summed
+	cpu       time.Duration // the steps' CPU time, summed
+	most      time.Duration // the longest step
 	// mostKind is the kind of the longest step (metrics.Step*) and mostPhases where its
 	// time went; kindMost the longest step of each kind.
 	mostKind   string
@@ -136,15 +137,17 @@ func (c *Controller) cycleStep() {
 }
 
 // recomputeStep recomputes up to RepairStep Services and applies what changed, as an
-// incremental sync does: a Service whose objects did not change writes nothing. A step that
-// found no Service to take yet (the informers' list is not in) is Waiting.
+// incremental sync does: a Service whose objects did not change writes nothing, and one
+// built from the very objects the informers hold now is not rebuilt (buildInputs; up to
+// unchangedPerStep of them a step, each a lookup). A step that found no Service to take yet
+// (the informers' list is not in) is Waiting.
 func (c *Controller) recomputeStep(cy *repairCycle) dataplane.Result {
 	ch := dataplane.Change{Services: map[model.ServiceName]*model.ServiceState{}, VSes: map[model.VSKey]*model.VirtualServer{}}
 	deadline := time.Now().Add(dataplane.StepTime)
-	done, skipped := 0, false
+	done, passed, skipped := 0, 0, false
 names:
-	for done < c.cfg.RepairStep {
-		if (done > 0 || skipped) && (time.Now().After(deadline) || c.changeDue()) {
+	for done < c.cfg.RepairStep && passed < unchangedPerStep*c.cfg.RepairStep {
+		if (done > 0 || passed > 0 || skipped) && (time.Now().After(deadline) || c.changeDue()) {
 			break // a step stays short however slow the machine (the Apply below counts too), and gives way to a change
 		}
 		name, st, err := cy.names.take(c.state.services)
@@ -153,17 +156,28 @@ names:
 			return dataplane.Result{Err: err}
 		case st == nameSkipping:
 			skipped = true
-		case st == nameWaiting && done == 0 && !skipped:
+		case st == nameWaiting && done == 0 && passed == 0 && !skipped:
 			return dataplane.Result{Waiting: true}
 		case st != nameReady:
 			break names
 		default:
-			c.recompute(name, cy.pcfg, &ch)
+			svc, slices := c.src.serviceAndSlices(name)
+			in := buildInputs{svc: svc, slices: slices, config: cy.pcfg.key}
+			if c.unchanged(name, in) {
+				passed++
+				continue
+			}
+			c.build(name, in, cy.pcfg, &ch)
 			done++
 		}
 	}
+	cy.unchanged += passed
 	return c.dp.Apply(ch)
 }
+
+// unchangedPerStep is how many unchanged Services a recompute step passes over per
+// Service of its budget: a lookup and a comparison each, against a build and a diff.
+const unchangedPerStep = 16
 
 // endCycle reports a finished (or failed) cycle: the log line, the metrics, the schedule.
 func (c *Controller) endCycle() {
@@ -196,7 +210,7 @@ func (c *Controller) endCycle() {
 	if wall > 0 {
 		share = cy.cpu.Seconds() / wall.Seconds()
 	}
-	c.log.Info("repair cycle done", "steps", cy.steps, "took", wall.Round(time.Millisecond),
+	c.log.Info("repair cycle done", "steps", cy.steps, "unchanged_services", cy.unchanged, "took", wall.Round(time.Millisecond),
 		"busy", cy.busy.Round(time.Millisecond), "core_share", float64(int(share*1000))/1000,
 		"longest_step", cy.most.Round(time.Microsecond), "longest_step_kind", cy.mostKind,
 		"longest_step_phases", phaseText(cy.mostPhases), "ipvs_writes", w.IPVS, "addr_writes", w.Addresses,

@@ -180,9 +180,16 @@ func (c *Controller) syncFull(st *Stats) dataplane.Result {
 // virtual server another Service owns is taken out of it, with a Problem naming that
 // Service), adds what that changes to ch, and only then reports its Problems: a Service
 // that lost a conflict writes nothing for what it lost, and is told.
-func (c *Controller) recompute(name model.ServiceName, pcfg *proxy.Config, ch *dataplane.Change) {
+func (c *Controller) recompute(name model.ServiceName, pcfg buildConfig, ch *dataplane.Change) {
 	svc, slices := c.src.serviceAndSlices(name)
-	st := proxy.BuildService(svc, slices, pcfg)
+	c.build(name, buildInputs{svc: svc, slices: slices, config: pcfg.key}, pcfg, ch)
+}
+
+// build is recompute from the objects already looked up.
+func (c *Controller) build(name model.ServiceName, in buildInputs, pcfg buildConfig, ch *dataplane.Change) {
+	svc := in.svc
+	st := proxy.BuildService(svc, in.slices, pcfg.cfg)
+	c.noteBuilt(name, st, in)
 	d := c.updateState(name, st)
 	c.trackChecks(name, st)
 	if ch.VSes != nil { // an incremental sync; a repair compares everything
@@ -234,8 +241,8 @@ func (c *Controller) refreshNode() error {
 	return nil
 }
 
-func (c *Controller) proxyConfig() *proxy.Config {
-	return &proxy.Config{
+func (c *Controller) proxyConfig() buildConfig {
+	cfg := &proxy.Config{
 		DefaultScheduler:      c.cfg.DefaultScheduler,
 		UnavailableSchedulers: c.unavailable,
 		NoSchedulers:          c.cfg.NoSchedulers,
@@ -246,6 +253,7 @@ func (c *Controller) proxyConfig() *proxy.Config {
 		NodeIPs:               c.node.nodeIPs,
 		HostAddrs:             c.node.host,
 	}
+	return buildConfig{cfg: cfg, key: configKey(cfg)}
 }
 
 // updateState changes the desired state under stateMu, for concurrent readers.
