@@ -2,14 +2,13 @@ package controller
 
 import (
 	"context"
-	"iter"
-	"maps"
 	"net/netip"
 	"runtime/trace"
 	"strings"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/lockwalk"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
@@ -242,9 +241,11 @@ func (c *Controller) live() dataplane.Live {
 		cidrs = c.cycle.cidrs
 	}
 	return dataplane.Live{
-		Services:     c.state.services,
-		VS:           c.state.desiredVS,
-		VSKeysCopy:   func() iter.Seq[model.VSKey] { return maps.Keys(maps.Clone(c.state.vsOwner)) },
+		Services: c.state.services,
+		VS:       c.state.desiredVS,
+		VSKeys: func(yield func(model.VSKey) bool) {
+			lockwalk.Keys(c.stateMu.RLocker(), func() map[model.VSKey]model.ServiceName { return c.state.vsOwner }, yield)
+		},
 		Bound:        c.state.bound,
 		Binds:        c.state.allBinds,
 		NodeIPs:      c.node.nodeIPs,

@@ -55,7 +55,7 @@ func (s *steppedDP) Apply(ch dataplane.Change) dataplane.Result {
 
 func (s *steppedDP) BeginRepair(l dataplane.Live) dataplane.Result {
 	s.keys = nil
-	for k := range l.VSKeysCopy() {
+	for k := range l.VSKeys {
 		s.keys = append(s.keys, k)
 	}
 	sort.Slice(s.keys, func(i, j int) bool { return model.VSKeyLess(s.keys[i], s.keys[j]) })

@@ -15,14 +15,15 @@ import (
 type Live struct {
 	// Services are the resolved desired states (read-only).
 	Services map[model.ServiceName]*model.ServiceState
-	// VS is the desired virtual server of a key (nil: none). VSKeysCopy copies every
-	// desired key, and the sequence it returns walks the copy: unlike the rest of Live it
-	// may be walked after the call and on another goroutine (the IPVS check merges the keys
-	// with the kernel's listing in the background, since at 70,000 virtual servers walking
-	// them took hundreds of milliseconds in one step under emulation, and a copy is a
-	// fraction of that).
-	VS         func(model.VSKey) *model.VirtualServer
-	VSKeysCopy func() iter.Seq[model.VSKey]
+	// VS is the desired virtual server of a key (nil: none). VSKeys walks every desired
+	// key: unlike the rest of Live it may be walked after the call and on another
+	// goroutine, as it takes the desired state's lock a chunk of keys at a time (the IPVS
+	// check merges the keys with the kernel's listing in the background: at 70,000 virtual
+	// servers under emulation, walking or copying them in one step held the sync loop for
+	// hundreds of milliseconds). A key added or removed during the walk may or may not be
+	// produced; every other one is, once.
+	VS     func(model.VSKey) *model.VirtualServer
+	VSKeys iter.Seq[model.VSKey]
 	// Bound says whether an address is to be bound on the node; Binds copies them all (for
 	// the rare repair that must list the link's addresses again).
 	Bound func(netip.Addr) bool

@@ -98,12 +98,12 @@ func (r *Reconciler) Addresses() []netip.Addr {
 	return slices.SortedFunc(maps.Keys(r.bound), netip.Addr.Compare)
 }
 
-// Bound returns a copy of the set of addresses the reconciler knows are bound (Addresses
-// without the sort, for callers that only look addresses up).
-func (r *Reconciler) Bound() map[netip.Addr]bool {
+// IsBound reports whether the reconciler knows a is bound: a lookup, where a copy of tens of
+// thousands of addresses would hold its caller (a repair step) for the copy.
+func (r *Reconciler) IsBound(a netip.Addr) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return maps.Clone(r.bound)
+	return r.bound[a]
 }
 
 // EnsureLink creates the dummy link, down, if it is missing. A link of that name that is not

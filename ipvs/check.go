@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/lockwalk"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -73,32 +74,37 @@ type looseLister interface {
 }
 
 // BeginCheck queues for checking every virtual server of the kernel's listing, every one in
-// desired and every one the cache holds. Nothing is written. desired is walked after the
-// call, in the background: it must be a copy (dataplane.Live.VSKeysCopy). With a Lister
-// the listing runs in the background, and the steps before it is in check nothing (Listed
-// says whether it is); without one it is taken here. Either way the keys are merged and
-// ordered where the listing is taken, and of the cache only a copy is taken here (a map
-// copy is a fraction of a walk): at 70,000 virtual servers under emulation, walking the
-// cache and desired in this call held the sync loop for 700 ms.
+// desired and every one the cache holds. Nothing is written. desired walks the desired
+// keys and must be safe to run on another goroutine after the call (dataplane.Live.VSKeys
+// takes its owner's lock a chunk at a time). With a Lister the listing runs in the
+// background, and the steps before it is in check nothing (Listed says whether it is); the
+// cache's keys and desired are walked there too, a chunk of keys per holding of the lock
+// (lockwalk): at 70,000 virtual servers under emulation, walking them in this call held the
+// sync loop for 700 ms, and copying them for it for 300 ms (the copies allocated while the
+// garbage collector marked). A key added to either after the call is a write since the
+// listing began, judged by a fresh read anyway. Without a Lister the listing is taken here.
 func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	clear(r.touched) // every write so far is older than the listing
-	c := &Check{r: r, began: r.gen}
-	applied := maps.Clone(r.applied)
-	known := func() []model.VSKey {
-		keys := make([]model.VSKey, 0, 2*len(applied))
-		keys = slices.AppendSeq(keys, maps.Keys(applied))
-		return slices.AppendSeq(keys, desired)
-	}
 	if r.Lister == nil {
+		// Everything in this call, under the lock (desired first: its owner's lock is
+		// never taken under the reconciler's).
+		keys := slices.Collect(desired)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		clear(r.touched)
+		c := &Check{r: r, began: r.gen}
 		listed, err := r.listSpecs()
 		if err != nil {
 			return nil, fmt.Errorf("repair: %w", err)
 		}
-		c.listed, c.keys = listed, checkOrder(known(), listed)
+		keys = slices.AppendSeq(keys, maps.Keys(r.applied))
+		c.listed, c.keys = listed, checkOrder(keys, listed)
 		return c, nil
 	}
+	r.mu.Lock()
+	clear(r.touched) // every write so far is older than the listing
+	c := &Check{r: r, began: r.gen}
+	hint := 2 * len(r.applied)
+	r.mu.Unlock()
 	c.listing, c.loose = make(chan serviceListing, 1), true
 	go func(l ServiceLister) {
 		var sl serviceListing
@@ -108,7 +114,8 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 			sl.specs, sl.err = l.ListServices()
 		}
 		if sl.err == nil {
-			sl.keys = checkOrder(known(), sl.specs)
+			keys := lockwalk.Collect(make([]model.VSKey, 0, hint), &r.mu, func() map[model.VSKey]*model.VirtualServer { return r.applied })
+			sl.keys = checkOrder(slices.AppendSeq(keys, desired), sl.specs)
 		}
 		c.listing <- sl
 	}(r.Lister)

@@ -28,8 +28,9 @@ type steppedRepair struct {
 	sets     *ipset.SetsCheck
 	rules    chan iptables.Result
 	ipvsDone bool
-	// prior are the addresses kube-ipvs0 held when the repair began: a virtual server on one
-	// of them is the proxy's even if no Service binds it any more.
+	// prior are the addresses kube-ipvs0 held when the repair began, when it listed them
+	// (nil otherwise): a virtual server on one of them is the proxy's even if no Service
+	// binds it any more, as is one on an address the proxy holds bound.
 	prior map[netip.Addr]bool
 }
 
@@ -51,8 +52,6 @@ func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
 			return res
 		}
 		prior = listed
-	} else {
-		prior = d.p.Addresses.Bound()
 	}
 	// The IPVS check begins with the first RepairStep: a step of its own, so that no step
 	// holds both the firewall's begin and the IPVS keys' collection.
@@ -122,7 +121,7 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	}
 	if sr.check == nil {
 		start := time.Now()
-		check, err := d.p.IPVS.BeginCheck(l.VSKeysCopy())
+		check, err := d.p.IPVS.BeginCheck(l.VSKeys)
 		res.Phases.IPVS = time.Since(start)
 		if err != nil {
 			res.Err = fmt.Errorf("repairing IPVS: %w", err)
@@ -136,7 +135,7 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	if !sr.ipvsDone && !(progressed && l.Yielding()) {
 		start := time.Now()
 		listed := sr.check.Listed()
-		owned := d.owns(l.NodeIPs, func(a netip.Addr) bool { return l.Bound(a) || sr.prior[a] })
+		owned := d.owns(l.NodeIPs, func(a netip.Addr) bool { return l.Bound(a) || sr.prior[a] || d.p.Addresses.IsBound(a) })
 		r, done := sr.check.StepUntil(budget, start.Add(dataplane.StepTime), l.Yield, l.VS, owned)
 		res.Merge(d.afterIPVS(r))
 		res.Phases.IPVS = time.Since(start)

@@ -2,7 +2,6 @@ package ipvsmode
 
 import (
 	"context"
-	"iter"
 	"maps"
 	"net/netip"
 	"slices"
@@ -32,11 +31,11 @@ func (w *fakeWatcher) Take() dummyif.Drift {
 // liveOf is the Live view of a snapshot the test keeps changing.
 func liveOf(s *dataplane.Snapshot) dataplane.Live {
 	return dataplane.Live{
-		Services:   s.Services,
-		VS:         func(k model.VSKey) *model.VirtualServer { return s.VSes[k] },
-		VSKeysCopy: func() iter.Seq[model.VSKey] { return maps.Keys(maps.Clone(s.VSes)) },
-		Bound:      func(a netip.Addr) bool { return s.Binds[a] },
-		Binds:      func() map[netip.Addr]bool { return s.Binds },
+		Services: s.Services,
+		VS:       func(k model.VSKey) *model.VirtualServer { return s.VSes[k] },
+		VSKeys:   maps.Keys(maps.Clone(s.VSes)), // a copy: the test changes s beside the walk
+		Bound:    func(a netip.Addr) bool { return s.Binds[a] },
+		Binds:    func() map[netip.Addr]bool { return s.Binds },
 	}
 }
 
