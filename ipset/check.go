@@ -25,8 +25,14 @@ import (
 type SetsCheck struct {
 	r       *Reconciler
 	desired firewall.DesiredSets
-	results chan setListing
-	pending int
+	defs    []firewall.SetDef
+	// headers brings the background listing of the headers (nil once judged); headerGen
+	// is the Reconciler's headerGen when it began.
+	headers   chan headerListing
+	headerGen uint64
+	failed    bool // the headers could not be listed: the check ends
+	results   chan setListing
+	pending   int
 }
 
 // setListing is one set listed and compared in the background.
@@ -63,18 +69,73 @@ func (r *Reconciler) voidChecks() {
 
 // BeginCheck starts a stepped check of the defined sets against desired, which must stay
 // valid (and safe to read from another goroutine) until the check is done: the Tracker is.
-// The defs become the Reconciler's, as with ResyncSets. The Result is that of the header
-// work done at once.
+// The defs become the Reconciler's, as with ResyncSets, once the headers are judged. With a
+// Lister the headers are listed in the background too, and judged by the first StepNow
+// that finds them in: the kernel sums a hash set's buckets for its header (175 ms for the
+// hairpin set of 50,000 Services under emulation), which no step should wait for. Without
+// one, everything is listed here, and the Result is that of the header work.
 func (r *Reconciler) BeginCheck(defs []firewall.SetDef, desired firewall.DesiredSets) (*SetsCheck, Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.voidChecks() // an older check still under way judges nothing more
-	res := Result{}
-	headers, err := r.ownHeaders()
-	if err != nil {
-		res.Err = fmt.Errorf("ipset check: %w", err)
-		return nil, res
+	c := &SetsCheck{r: r, desired: desired, defs: defs}
+	if r.Lister == nil {
+		headers, err := r.ownHeaders()
+		if err != nil {
+			return nil, Result{Err: fmt.Errorf("ipset check: %w", err)}
+		}
+		return c, c.judgeHeaders(headers)
 	}
+	c.listHeaders()
+	return c, Result{}
+}
+
+// headerListing is a background listing of the proxy's set headers.
+type headerListing struct {
+	headers []Header
+	err     error
+}
+
+// listHeaders lists the headers through the Lister in the background (r.mu held).
+func (c *SetsCheck) listHeaders() {
+	c.headerGen = c.r.headerGen
+	c.headers = make(chan headerListing, 1)
+	go func(k Kernel) {
+		hs, err := listHeadersFrom(k)
+		c.headers <- headerListing{headers: hs, err: err}
+	}(c.r.Lister)
+}
+
+// takeHeaders judges the headers if their listing is in (in: it was), then starts the
+// entries' listings. A listing that a header write (a set created, rebuilt or destroyed)
+// may have overtaken is thrown away and taken again.
+func (c *SetsCheck) takeHeaders() (res Result, in bool) {
+	var hl headerListing
+	select {
+	case hl = <-c.headers:
+	default:
+		return res, false
+	}
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.headerGen != c.headerGen {
+		c.listHeaders()
+		return res, false
+	}
+	c.headers = nil
+	if hl.err != nil {
+		c.failed = true
+		return Result{Err: fmt.Errorf("ipset check: %w", hl.err)}, true
+	}
+	return c.judgeHeaders(hl.headers), true
+}
+
+// judgeHeaders creates missing sets, rebuilds misfit ones, destroys stale ones and starts
+// the listing of each fitting set's entries (r.mu held).
+func (c *SetsCheck) judgeHeaders(headers []Header) Result {
+	r, defs, desired := c.r, c.defs, c.desired
+	res := Result{}
 	have := map[firewall.SetName]Header{}
 	for _, h := range headers {
 		have[h.Name] = h
@@ -109,7 +170,7 @@ func (r *Reconciler) BeginCheck(defs []firewall.SetDef, desired firewall.Desired
 	}
 	r.destroyStale(have, newDefs, &res)
 
-	c := &SetsCheck{r: r, desired: desired, results: make(chan setListing, len(fitting)), pending: len(fitting)}
+	c.results, c.pending = make(chan setListing, len(fitting)), len(fitting)
 	if r.watch == nil {
 		r.watch = map[firewall.SetName]*watchState{}
 	}
@@ -121,14 +182,14 @@ func (r *Reconciler) BeginCheck(defs []firewall.SetDef, desired firewall.Desired
 		for _, d := range fitting {
 			c.results <- compareListing(r.k, d, desired)
 		}
-		return c, res
+		return res
 	}
 	go func(k Kernel) {
 		for _, d := range fitting {
 			c.results <- compareListing(k, d, desired)
 		}
 	}(r.Lister)
-	return c, res
+	return res
 }
 
 // destroyStale destroys the proxy's sets that are no longer defined (r.mu held).
@@ -140,6 +201,9 @@ func (r *Reconciler) destroyStale(have map[firewall.SetName]Header, defs map[fir
 		}
 	}
 	sort.Slice(extra, func(i, j int) bool { return extra[i] < extra[j] })
+	if len(extra) > 0 {
+		r.headerGen++
+	}
 	for _, n := range extra {
 		if err := r.write(res, r.k.Destroy(n)); err != nil && !errors.Is(err, ErrSetNotFound) {
 			res.fail(n, fmt.Errorf("destroy set %s, no longer used: %w", n, err))
@@ -184,9 +248,19 @@ func compareListing(k Kernel, d firewall.SetDef, desired firewall.DesiredSets) s
 	return l
 }
 
-// StepNow finishes the sets whose listing is in, without waiting, and writes what they lack
-// or hold too much; finished is how many it finished. done: every set is finished.
+// StepNow judges the headers once their listing is in, finishes the sets whose listing is
+// in, without waiting, and writes what they lack or hold too much; finished is how many it
+// finished (the headers' judgment counts as one). done: every set is finished.
 func (c *SetsCheck) StepNow() (res Result, done bool, finished int) {
+	if c.headers != nil {
+		r, in := c.takeHeaders()
+		if !in {
+			return res, false, 0
+		}
+		if res, finished = r, 1; c.failed {
+			return res, true, finished
+		}
+	}
 	for c.pending > 0 {
 		select {
 		case l := <-c.results:
@@ -202,6 +276,16 @@ func (c *SetsCheck) StepNow() (res Result, done bool, finished int) {
 // Wait finishes every set, however long their listings take (a repair in one go).
 func (c *SetsCheck) Wait() Result {
 	var res Result
+	for c.headers != nil {
+		r, in := c.takeHeaders()
+		if !in {
+			runtime.Gosched()
+			continue
+		}
+		if res = r; c.failed {
+			return res
+		}
+	}
 	for c.pending > 0 {
 		c.finish(<-c.results, &res)
 	}

@@ -46,6 +46,7 @@ func TestCheckBesideChangesRepairsOnlyTheDrift(t *testing.T) {
 
 	check, res := r.BeginCheck([]firewall.SetDef{defIPPort}, tr)
 	checkRes(t, res, 0)
+	checkRes(t, headersJudged(t, check), 0)
 	<-lister.listed // the kernel answered {a, x}
 	// Changes meanwhile: a removed, c added.
 	add, del := tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, b, defIPPort.Name, c)}, true)
@@ -93,6 +94,23 @@ func TestCheckBesideChangesRepairsOnlyTheDrift(t *testing.T) {
 	checkRes(t, r.ResyncSets([]firewall.SetDef{defIPPort}, tr), 0)
 }
 
+// headersJudged steps check until its background listing of the headers is in and judged,
+// and returns that step's Result.
+func headersJudged(t *testing.T, check *SetsCheck) Result {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, _, finished := check.StepNow()
+		if finished > 0 {
+			return res
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the headers' listing never came in")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A set rebuilt while it was listed (a change made it outgrow its maximum) is not judged by
 // the old listing; a set missing from the headers is created at once; a check without a
 // second socket lists in BeginCheck and finishes in one step.
@@ -108,7 +126,8 @@ func TestCheckSkipsARebuiltSetAndCreatesMissingOnes(t *testing.T) {
 	lister := stalledLister{f, make(chan struct{}, 8), make(chan struct{})}
 	r.Lister = lister
 	check, res := r.BeginCheck([]firewall.SetDef{defIPPort, defVIPs6}, tr)
-	checkRes(t, res, 1) // KIPVS-VIPS-6 created, empty
+	checkRes(t, res, 0)                     // the headers are listed in the background
+	checkRes(t, headersJudged(t, check), 1) // KIPVS-VIPS-6 created, empty
 	<-lister.listed
 	add, _ := tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, a, defIPPort.Name, b)}, true)
 	if res := r.Apply(add); res.Writes < 3 { // twin created, filled, swapped
@@ -131,4 +150,49 @@ func TestCheckSkipsARebuiltSetAndCreatesMissingOnes(t *testing.T) {
 		t.Errorf("inline check: done %v after one step, %d sets finished (want 2), %d writes (want b added)", done, finished, res.Writes)
 	}
 	checkSet(t, f, defIPPort.Name, "10.0.0.1,tcp:80", "10.0.0.2,tcp:80")
+}
+
+// headerStalledLister holds its header listing until released.
+type headerStalledLister struct {
+	*FakeKernel
+	listed, release chan struct{}
+}
+
+func (s headerStalledLister) ListHeaders() ([]Header, error) {
+	hs, err := s.FakeKernel.ListHeaders()
+	s.listed <- struct{}{}
+	<-s.release
+	return hs, err
+}
+
+// A background listing of the headers that a header write overtook (a change rebuilt the
+// set at a larger maximum meanwhile) is not believed: the headers are listed again, and
+// the stale header's maximum rebuilds nothing.
+func TestCheckRelistsHeadersARebuildOvertook(t *testing.T) {
+	f := NewFakeKernel()
+	tr := firewall.NewTracker()
+	svc := model.ServiceName{Namespace: "ns", Name: "web"}
+	a, b := ipp("10.0.0.1", 80), ipp("10.0.0.2", 80)
+	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, a)}, false)
+	f.Put(Spec{Name: defIPPort.Name, Type: firewall.HashIPPort, Family: firewall.IPv4, HashSize: 64, MaxElem: 1}, a)
+	r := New(f)
+	checkRes(t, r.ResyncSets([]firewall.SetDef{defIPPort}, tr), 0)
+	lister := headerStalledLister{f, make(chan struct{}, 8), make(chan struct{}, 8)}
+	r.Lister = lister
+	check, _ := r.BeginCheck([]firewall.SetDef{defIPPort}, tr)
+	<-lister.listed // the kernel answered maxelem 1
+	add, _ := tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, a, defIPPort.Name, b)}, true)
+	if res := r.Apply(add); res.Writes < 3 { // twin created, filled, swapped
+		t.Fatalf("growing past maxelem wrote %d times", res.Writes)
+	}
+	f.TakeOps()
+	lister.release <- struct{}{} // the stale listing
+	lister.release <- struct{}{} // the one taken again
+	res := headersJudged(t, check)
+	if res.Writes != 0 {
+		t.Errorf("judging the headers wrote %d times (a stale header believed?)", res.Writes)
+	}
+	if n := len(lister.listed); n != 1 {
+		t.Errorf("the headers were listed again %d times, want once", n)
+	}
 }

@@ -13,6 +13,7 @@ import (
 func (r *Reconciler) rebuild(d firewall.SetDef, final map[firewall.Packed]struct{}, exists bool, res *Result) {
 	spec := specFor(d, len(final))
 	list := sortedPacked(final)
+	r.headerGen++          // a background listing of the headers may predate what follows
 	delete(r.sets, d.Name) // until we know again
 	r.voidCheck(d.Name)    // a listing under way may predate the new content
 	if !exists && !r.createFilled(d, spec, list, final, res) {

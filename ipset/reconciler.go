@@ -70,6 +70,10 @@ type Reconciler struct {
 
 	// watch holds, per set a background check is listing, what Apply changed meanwhile.
 	watch map[firewall.SetName]*watchState
+	// headerGen counts the writes that change the sets' headers (a create, a swap, a
+	// destroy), so that a background listing of the headers that one may have overtaken
+	// is not believed.
+	headerGen uint64
 }
 
 // set is the cached state of one kernel set. Entries are packed (firewall.Packed): at
@@ -134,6 +138,7 @@ func (r *Reconciler) Cleanup() Result {
 	r.defs = map[firewall.SetName]firewall.SetDef{}
 	r.voidChecks()
 	res := Result{}
+	r.headerGen++
 	for _, h := range headers {
 		if err := r.write(&res, r.k.Destroy(h.Name)); err != nil && !errors.Is(err, ErrSetNotFound) {
 			res.fail(h.Name, err)

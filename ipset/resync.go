@@ -153,8 +153,13 @@ func (r *Reconciler) resyncEntries(d firewall.SetDef, spec Spec, w wanted, res *
 
 // ownHeaders lists the headers of the sets whose names start with firewall.Prefix: the only
 // sets Resync and Cleanup may write or destroy.
-func (r *Reconciler) ownHeaders() ([]Header, error) {
-	headers, err := r.listHeaders()
+func (r *Reconciler) ownHeaders() ([]Header, error) { return listHeadersFrom(r.k) }
+
+func (r *Reconciler) listHeaders() ([]Header, error) { return listAllHeaders(r.k) }
+
+// listHeadersFrom lists the proxy's own headers through k.
+func listHeadersFrom(k Kernel) ([]Header, error) {
+	headers, err := listAllHeaders(k)
 	if err != nil {
 		return nil, err
 	}
@@ -167,11 +172,11 @@ func (r *Reconciler) ownHeaders() ([]Header, error) {
 	return own, nil
 }
 
-func (r *Reconciler) listHeaders() ([]Header, error) {
+func listAllHeaders(k Kernel) ([]Header, error) {
 	var err error
 	for range listAttempts {
 		var hs []Header
-		if hs, err = r.k.ListHeaders(); err == nil {
+		if hs, err = k.ListHeaders(); err == nil {
 			return hs, nil
 		}
 		if !errors.Is(err, ErrDumpInterrupted) {
