@@ -17,10 +17,16 @@ type stalledLister struct {
 }
 
 func (s stalledLister) ListEntries(n firewall.SetName) ([]firewall.Entry, error) {
-	es, err := s.FakeKernel.ListEntries(n)
-	s.listed <- struct{}{}
-	<-s.release
-	return es, err
+	return stall[[]firewall.Entry](s.listed, s.release)(s.FakeKernel.ListEntries(n))
+}
+
+// stall returns a function that passes a listing's answer on once the test released it.
+func stall[T any](listed, release chan struct{}) func(T, error) (T, error) {
+	return func(v T, err error) (T, error) {
+		listed <- struct{}{}
+		<-release
+		return v, err
+	}
 }
 
 // A stepped check lists in the background while changes are applied: it repairs the drift it
@@ -111,10 +117,10 @@ func headersJudged(t *testing.T, check *SetsCheck) Result {
 	}
 }
 
-// A set rebuilt while it was listed (a change made it outgrow its maximum) is not judged by
-// the old listing; a set missing from the headers is created at once; a check without a
-// second socket lists in BeginCheck and finishes in one step.
-func TestCheckSkipsARebuiltSetAndCreatesMissingOnes(t *testing.T) {
+// fullSet is a Reconciler that adopted a set at its maximum (1 entry, a): the next entry
+// (b) makes it outgrow it.
+func fullSet(t *testing.T) (*FakeKernel, *firewall.Tracker, *Reconciler, model.ServiceName, firewall.Entry, firewall.Entry) {
+	t.Helper()
 	f := NewFakeKernel()
 	tr := firewall.NewTracker()
 	svc := model.ServiceName{Namespace: "ns", Name: "web"}
@@ -123,6 +129,14 @@ func TestCheckSkipsARebuiltSetAndCreatesMissingOnes(t *testing.T) {
 	f.Put(Spec{Name: defIPPort.Name, Type: firewall.HashIPPort, Family: firewall.IPv4, HashSize: 64, MaxElem: 1}, a)
 	r := New(f)
 	checkRes(t, r.ResyncSets([]firewall.SetDef{defIPPort}, tr), 0) // adopted: the cache is filled
+	return f, tr, r, svc, a, b
+}
+
+// A set rebuilt while it was listed (a change made it outgrow its maximum) is not judged by
+// the old listing; a set missing from the headers is created at once; a check without a
+// second socket lists in BeginCheck and finishes in one step.
+func TestCheckSkipsARebuiltSetAndCreatesMissingOnes(t *testing.T) {
+	f, tr, r, svc, a, b := fullSet(t)
 	lister := stalledLister{f, make(chan struct{}, 8), make(chan struct{})}
 	r.Lister = lister
 	check, res := r.BeginCheck([]firewall.SetDef{defIPPort, defVIPs6}, tr)
@@ -159,24 +173,14 @@ type headerStalledLister struct {
 }
 
 func (s headerStalledLister) ListHeaders() ([]Header, error) {
-	hs, err := s.FakeKernel.ListHeaders()
-	s.listed <- struct{}{}
-	<-s.release
-	return hs, err
+	return stall[[]Header](s.listed, s.release)(s.FakeKernel.ListHeaders())
 }
 
 // A background listing of the headers that a header write overtook (a change rebuilt the
 // set at a larger maximum meanwhile) is not believed: the headers are listed again, and
 // the stale header's maximum rebuilds nothing.
 func TestCheckRelistsHeadersARebuildOvertook(t *testing.T) {
-	f := NewFakeKernel()
-	tr := firewall.NewTracker()
-	svc := model.ServiceName{Namespace: "ns", Name: "web"}
-	a, b := ipp("10.0.0.1", 80), ipp("10.0.0.2", 80)
-	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, a)}, false)
-	f.Put(Spec{Name: defIPPort.Name, Type: firewall.HashIPPort, Family: firewall.IPv4, HashSize: 64, MaxElem: 1}, a)
-	r := New(f)
-	checkRes(t, r.ResyncSets([]firewall.SetDef{defIPPort}, tr), 0)
+	f, tr, r, svc, a, b := fullSet(t)
 	lister := headerStalledLister{f, make(chan struct{}, 8), make(chan struct{}, 8)}
 	r.Lister = lister
 	check, _ := r.BeginCheck([]firewall.SetDef{defIPPort}, tr)
