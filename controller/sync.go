@@ -155,6 +155,7 @@ func (c *Controller) syncFull(st *Stats) dataplane.Result {
 	for name := range c.state.services {
 		if !seen[name] {
 			c.updateState(name, nil)
+			delete(c.built, name)
 			c.trackChecks(name, nil)
 			c.problems.forget(name)
 		}
