@@ -223,6 +223,16 @@ func validDesired(d firewall.SetDef, desired firewall.DesiredSets) map[firewall.
 	return out
 }
 
+// pause gives way between two pieces of a listing through k: at the foreground gate for a
+// background handle (NetlinkKernel.Pause), to another goroutine otherwise.
+func pause(k Kernel) {
+	if p, ok := k.(interface{ Pause() }); ok {
+		p.Pause()
+		return
+	}
+	runtime.Gosched()
+}
+
 // compareListing lists one set through k and compares each entry with desired (one short
 // look-up each, so the Tracker is never held long).
 func compareListing(k Kernel, d firewall.SetDef, desired firewall.DesiredSets) setListing {
@@ -234,7 +244,7 @@ func compareListing(k Kernel, d firewall.SetDef, desired firewall.DesiredSets) s
 	n := 0
 	for p := range l.entries {
 		if n++; n%4096 == 0 {
-			runtime.Gosched() // beside the sync loop: see EachEntry
+			pause(k) // beside the sync loop: see EachEntry
 		}
 		if desired.Has(d.Name, p) {
 			l.wanted++

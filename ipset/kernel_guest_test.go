@@ -35,3 +35,8 @@ func TestGuestLargeSetBeyondDefaultMaxElem(t *testing.T) {
 	guestutil.RequireGuest(t)
 	testLargeSetBeyondDefaultMaxElem(t)
 }
+
+func TestGuestBackgroundListingParks(t *testing.T) {
+	guestutil.RequireGuest(t)
+	testBackgroundListingParks(t)
+}

@@ -12,3 +12,4 @@ func TestHostKernelErrors(t *testing.T)                 { testKernelErrors(t) }
 func TestHostReconcilerOnKernel(t *testing.T)           { testReconcilerOnKernel(t) }
 func TestHostKernelRebuildBySwap(t *testing.T)          { testRebuildBySwap(t) }
 func TestHostLargeSetBeyondDefaultMaxElem(t *testing.T) { testLargeSetBeyondDefaultMaxElem(t) }
+func TestHostBackgroundListingParks(t *testing.T)       { testBackgroundListingParks(t) }

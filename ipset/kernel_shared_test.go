@@ -11,8 +11,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
@@ -383,5 +385,59 @@ func testLargeSetBeyondDefaultMaxElem(t *testing.T) {
 	}
 	if h := headerOf(t, k, d.Name); h.Entries != n-1 {
 		t.Errorf("after one removal: %d entries, want %d", h.Entries, n-1)
+	}
+}
+
+// A listing through a background handle parks at the foreground gate while it is up (and
+// still lists every entry once it is lowered); one through the sync loop's own handle never
+// parks, or a change's sync would wait for itself.
+func testBackgroundListingParks(t *testing.T) {
+	const n = 5_000 // many dump messages
+	k := newKernel(t)
+	bg, err := NewBackgroundKernel()
+	if err != nil {
+		t.Fatalf("NewBackgroundKernel: %v", err)
+	}
+	t.Cleanup(bg.Close)
+	d := firewall.SetDef{Name: "KIPVS-CLUSTER-IP", Type: firewall.HashIPPort, Family: firewall.IPv4}
+	r := New(k)
+	all := firewall.Changes{d.Name: {}}
+	for i := range n {
+		all[d.Name][firewall.Entry{IP: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Proto: model.TCP, Port: 80}] = true
+	}
+	if res := r.Resync([]firewall.SetDef{d}, nil); res.Err != nil || len(res.Errors) > 0 {
+		t.Fatalf("Resync: %+v", res)
+	}
+	if res := r.Apply(all); res.Err != nil || len(res.Errors) > 0 {
+		t.Fatalf("Apply of %d entries: %+v", n, res)
+	}
+	t.Cleanup(foreground.Lower)
+
+	foreground.Raise()
+	before := foreground.Parks()
+	if es, err := k.ListEntries(d.Name); err != nil || len(es) != n {
+		t.Fatalf("the loop's handle listed %d entries (%v), want %d", len(es), err, n)
+	}
+	if p := foreground.Parks() - before; p != 0 {
+		t.Fatalf("a listing through the loop's own handle parked %d times", p)
+	}
+
+	type listed struct {
+		es  []firewall.Entry
+		err error
+	}
+	out := make(chan listed, 1)
+	go func() {
+		es, err := bg.ListEntries(d.Name)
+		out <- listed{es, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); foreground.Parks() == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a background listing with the gate up never parked")
+		}
+	}
+	foreground.Lower()
+	if l := <-out; l.err != nil || len(l.es) != n {
+		t.Fatalf("the background listing got %d entries (%v), want %d", len(l.es), l.err, n)
 	}
 }

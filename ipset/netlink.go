@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/internal/nlcodec"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
@@ -47,6 +48,10 @@ type NetlinkKernel struct {
 	// KiB, and a cold start sends hundreds of batches.
 	bufMu sync.Mutex
 	buf   []byte
+
+	// background: the handle lists beside the sync loop (NewBackgroundKernel), and its
+	// listings park while a change is applied.
+	background bool
 }
 
 type revKey struct {
@@ -75,6 +80,26 @@ func NewKernelAt(ns netns.NsHandle) (*NetlinkKernel, error) {
 		return nil, fmt.Errorf("ipset: netlink socket: %w", err)
 	}
 	return &NetlinkKernel{sock: &nl.SocketHandle{Socket: s}, revisions: map[revKey]uint8{}}, nil
+}
+
+// NewBackgroundKernel opens a handle for listings that run beside the sync loop (the
+// Reconciler's Lister): they give way to a change being applied (package foreground).
+func NewBackgroundKernel() (*NetlinkKernel, error) {
+	k, err := NewKernelAt(netns.None())
+	if err != nil {
+		return nil, err
+	}
+	k.background = true
+	return k, nil
+}
+
+// Pause is where a listing through k gives way between two messages.
+func (k *NetlinkKernel) Pause() {
+	if k.background {
+		foreground.Yield()
+	} else {
+		runtime.Gosched()
+	}
 }
 
 // Close closes the socket.
@@ -396,8 +421,9 @@ func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)
 			}
 			// A set of half a million entries lists for seconds, in a repair's background:
 			// give the P to the sync loop (and the informers) between messages, or a change
-			// waits behind the listing (see the yield in package ipvs' dumps).
-			runtime.Gosched()
+			// waits behind the listing (see the yield in package ipvs' dumps); a background
+			// listing parks while a change is applied.
+			k.Pause()
 			return true
 		}
 		return false

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/internal/nlcodec"
 )
 
@@ -50,6 +51,9 @@ type genl struct {
 	failed   []failedWrite // their failures, by index in the batch
 	rbuf     []byte
 	syscalls uint64 // sends, receives and waits so far (what batching saves; tests read it)
+	// background: the socket lists beside the sync loop (NewBackgroundKernel), and its
+	// dumps park while a change is applied.
+	background bool
 }
 
 // failedWrite is the failure of the i-th write of a batch.
@@ -374,8 +378,14 @@ func (g *genl) request(cmd uint8, dump bool, fill func([]byte) []byte, fn func(a
 			// A listing of the whole table runs for seconds beside the sync loop (a repair's
 			// listing in the background), and a raw receive never gives the P away: without
 			// a yield per datagram, a change's sync sat runnable behind it for hundreds of
-			// milliseconds on two CPUs (execution trace, 50,000 Services).
-			runtime.Gosched()
+			// milliseconds on two CPUs (execution trace, 50,000 Services). A background
+			// listing parks here while a change is applied, which also holds the kernel's
+			// next datagram back.
+			if g.background {
+				foreground.Yield()
+			} else {
+				runtime.Gosched()
+			}
 		}
 	}
 	return rd.err

@@ -76,6 +76,20 @@ func NewKernelAt(ns netns.NsHandle) (Kernel, error) {
 	return k, nil
 }
 
+// NewBackgroundKernel opens a Kernel for listings that run beside the sync loop (the
+// Reconciler's Lister): its dumps give way to a change being applied (package foreground).
+func NewBackgroundKernel() (Kernel, error) {
+	k, err := NewKernelAt(netns.None())
+	if err != nil {
+		return nil, err
+	}
+	nk := k.(*netlinkKernel)
+	for _, g := range append([]*genl{nk.g}, nk.readers...) {
+		g.background = true
+	}
+	return k, nil
+}
+
 // Close releases the netlink sockets.
 func (k *netlinkKernel) Close() error {
 	k.mu.Lock()

@@ -80,7 +80,7 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 	}
 	// A second ipset socket for the stepped repair's background listings (see
 	// ipset.SetsCheck): one socket cannot carry a dump and Apply's writes at once.
-	lister, err := ipset.NewKernel()
+	lister, err := ipset.NewBackgroundKernel()
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 	sets.Lister = lister
 	// And a second IPVS socket, for the stepped repair's listing of the virtual servers
 	// (see ipvs.Check).
-	vsLister, err := ipvs.NewKernel()
+	vsLister, err := ipvs.NewBackgroundKernel()
 	if err != nil {
 		return nil, err
 	}
