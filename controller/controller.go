@@ -20,6 +20,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -150,6 +151,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if ch := c.cfg.BackendChecks; ch != nil {
 		go ch.Run(ctx, c.onVerdict)
 	}
+	defer foreground.Lower()
 	dw, watches := c.dp.(dataplane.DriftWatcher)
 	if watches {
 		go dw.WatchDrift(ctx, func() { c.drifted.Store(true); c.poke() })
@@ -168,6 +170,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.mu.Unlock()
 		retries := len(c.retryVS) > 0 || len(c.retryIP) > 0
 		w, wait := c.sched.decide(time.Now(), dirty, retries)
+		// The background (a repair's listings) gives way while changes are due; a change
+		// that is not due yet (--min-sync-period) does not hold it.
+		if w == changes {
+			foreground.Raise()
+		} else {
+			foreground.Lower()
+		}
 		switch w {
 		case tick:
 			res, next := c.dp.Tick()

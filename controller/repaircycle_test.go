@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -36,6 +37,9 @@ type steppedDP struct {
 	waits   int
 	waited  []time.Time
 	yielded []bool
+	// gateUp records, per Apply that wrote and per real step, whether the foreground gate
+	// was up (the background's listings parked).
+	gateUp []string
 }
 
 var _ dataplane.SteppedRepairer = (*steppedDP)(nil)
@@ -43,6 +47,7 @@ var _ dataplane.SteppedRepairer = (*steppedDP)(nil)
 func (s *steppedDP) Apply(ch dataplane.Change) dataplane.Result {
 	res := s.fakeDP.Apply(ch)
 	if res.Writes.IPVS > 0 {
+		s.gateUp = append(s.gateUp, fmt.Sprint("apply:", foreground.Up()))
 		var ks []string
 		for k := range ch.VSes {
 			ks = append(ks, k.String())
@@ -73,6 +78,7 @@ func (s *steppedDP) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	}
 	<-s.gate
 	s.yielded = append(s.yielded, l.Yielding())
+	s.gateUp = append(s.gateUp, fmt.Sprint("step:", foreground.Up()))
 	var res dataplane.Result
 	n := min(budget, len(s.keys))
 	for _, k := range s.keys[:n] {
@@ -147,6 +153,9 @@ func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitDirty("s3")
+	if !foreground.Up() {
+		t.Errorf("a change waits for the step in progress, and the background's listings do not give way to it (the foreground gate is down)")
+	}
 	dp.gate <- struct{}{} // the second step ends
 	if e := next(t, dp.events); e != "step" {
 		t.Fatalf("event %q, want the second step", e)
@@ -172,6 +181,14 @@ func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
 	// was not.
 	if len(dp.yielded) < 2 || dp.yielded[0] || !dp.yielded[1] {
 		t.Errorf("steps told a change waits: %v; want [false true ...]", dp.yielded)
+	}
+	// The gate is up from the change's arrival to its Apply, and down for the steps after:
+	// the background gives way to the change, not to the repair.
+	if got, want := strings.Join(dp.gateUp, " "), "step:false step:true apply:true step:false step:false step:false step:false"; got != want {
+		t.Errorf("foreground gate per step and Apply: %s; want %s", got, want)
+	}
+	if foreground.Up() {
+		t.Errorf("the gate is up after the loop stopped")
 	}
 }
 
