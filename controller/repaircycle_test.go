@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,5 +294,77 @@ func TestRepairCycleRemovesAServiceTheInformersLost(t *testing.T) {
 	}
 	if dp.vs[vsKey("10.96.1.1", 80)] == nil {
 		t.Error("the other Service's virtual server is gone")
+	}
+}
+
+// A repair cycle lists the node's addresses off the sync loop (in the address binding the
+// listing holds every VIP): a change that arrives while the listing is slow is applied
+// before it ends, and the cycle goes on once it is in.
+func TestChangeIsAppliedWhileTheCycleListsTheNodesAddresses(t *testing.T) {
+	client := fake.NewClientset()
+	for i := range 3 {
+		name := fmt.Sprintf("s%d", i)
+		_ = client.Tracker().Add(service(name, fmt.Sprintf("10.96.1.%d", i+1), nil))
+		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
+	}
+	gate := make(chan struct{})
+	close(gate)
+	dp := &steppedDP{fakeDP: newFakeDP(), gate: gate, events: make(chan string, 1000), wrote: map[model.VSKey]int{}}
+	var calls atomic.Int32
+	listing, release := make(chan struct{}, 1), make(chan struct{})
+	hostAddrs := func() ([]netip.Addr, error) {
+		if calls.Add(1) > 1 { // the first full sync's listing is quick, the cycle's is slow
+			listing <- struct{}{}
+			<-release
+		}
+		return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil
+	}
+	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, RepairStep: 1}
+	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, client: client, c: c}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+		cancel()
+		<-done
+	}()
+	h.waitStats(func(s Stats) bool { return s.Full }) // the first repair, whole
+	for len(dp.events) > 0 {
+		<-dp.events
+	}
+	c.mu.Lock()
+	c.nodeChanged = true // asks for a repair now: a cycle, since one whole repair ran
+	c.mu.Unlock()
+	c.poke()
+	select {
+	case <-listing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the repair cycle never listed the node's addresses")
+	}
+	changed := vsKey("10.96.1.2", 80)
+	if _, err := client.DiscoveryV1().EndpointSlices("ns").Update(ctx, slice("s1", "s1-1", "10.244.1.2", "10.244.9.9"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if e, want := next(t, dp.events), fmt.Sprint("apply ", []string{changed.String()}); e != want {
+		t.Fatalf("while the cycle listed the node's addresses the loop did %q; want the change applied: %q", e, want)
+	}
+	close(release)
+	released = true
+	h.waitStats(func(s Stats) bool { return s.Full && s.TotalSyncs >= 2 }) // the cycle ended
+	began := false
+	for len(dp.events) > 0 {
+		e := <-dp.events
+		began = began || e == "begin"
+	}
+	if !began {
+		t.Fatalf("the cycle ended without the dataplane's repair")
 	}
 }

@@ -214,12 +214,18 @@ func (c *Controller) build(name model.ServiceName, in buildInputs, pcfg buildCon
 // refreshNode reads the zone, the node's own addresses (which no Service may take) and the
 // node IPs for NodePort virtual servers.
 func (c *Controller) refreshNode() error {
+	host, err := c.hostAddrs()
+	return c.refreshNodeWith(host, err)
+}
+
+// refreshNodeWith is refreshNode with the node's addresses listed (host, or the listing's
+// error) by the caller.
+func (c *Controller) refreshNodeWith(host []netip.Addr, err error) error {
 	c.node.zone = ""
 	node, nerr := c.src.nodes.Get(c.cfg.NodeName)
 	if nerr == nil {
 		c.node.zone = node.Labels[corev1.LabelTopologyZone]
 	}
-	host, err := c.hostAddrs()
 	if err != nil {
 		return fmt.Errorf("listing the node's addresses: %w", err)
 	}
