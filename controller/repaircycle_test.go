@@ -94,6 +94,38 @@ func (s *steppedDP) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	return res, len(s.keys) == 0
 }
 
+// startStepped adds services Services (s0, s1, ...: one endpoint each) to a fake clientset
+// and runs a controller over dp (a repair step a virtual server) until stop; hostAddrs nil
+// lists one fixed node address.
+func startStepped(t *testing.T, services int, dp *steppedDP, period time.Duration, hostAddrs func() ([]netip.Addr, error), log io.Writer) (h *harness, ctx context.Context, stop func()) {
+	t.Helper()
+	client := fake.NewClientset()
+	for i := range services {
+		name := fmt.Sprintf("s%d", i)
+		_ = client.Tracker().Add(service(name, fmt.Sprintf("10.96.1.%d", i+1), nil))
+		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
+	}
+	if hostAddrs == nil {
+		hostAddrs = func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
+	}
+	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: period, RepairStep: 1}
+	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	return &harness{t: t, client: client, c: c}, ctx, func() { cancel(); <-done }
+}
+
+// openGate is a steppedDP gate that never holds a step.
+func openGate() chan struct{} {
+	g := make(chan struct{})
+	close(g)
+	return g
+}
+
 func next(t *testing.T, events <-chan string) string {
 	t.Helper()
 	select {
@@ -110,31 +142,15 @@ func next(t *testing.T, events <-chan string) string {
 // order is asserted, not its timing). The repair's later steps find it right and write
 // nothing for it.
 func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
-	client := fake.NewClientset()
-	for i := range 6 {
-		name := fmt.Sprintf("s%d", i)
-		ip := fmt.Sprintf("10.96.1.%d", i+1)
-		_ = client.Tracker().Add(service(name, ip, nil))
-		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
-	}
 	dp := &steppedDP{fakeDP: newFakeDP(), gate: make(chan struct{}), events: make(chan string, 100), wrote: map[model.VSKey]int{}}
-	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
-	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: 20 * time.Millisecond, RepairStep: 1}
-	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, client: client, c: c}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
+	h, ctx, stopLoop := startStepped(t, 6, dp, 20*time.Millisecond, nil, io.Discard)
+	client := h.client
 	stopped := false
 	stop := func() {
 		if !stopped {
 			stopped = true
-			cancel()
 			close(dp.gate) // let the steps of a cycle that began meanwhile run out
-			<-done
+			stopLoop()
 		}
 	}
 	defer stop()
@@ -199,26 +215,10 @@ func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
 // and returns once that ended and the controller stopped.
 func runOneCycle(t *testing.T, services, waits int, log io.Writer, before func(c *Controller)) *steppedDP {
 	t.Helper()
-	client := fake.NewClientset()
-	for i := range services {
-		name := fmt.Sprintf("s%d", i)
-		_ = client.Tracker().Add(service(name, fmt.Sprintf("10.96.1.%d", i+1), nil))
-		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
-	}
-	gate := make(chan struct{})
-	close(gate)
-	dp := &steppedDP{fakeDP: newFakeDP(), gate: gate, events: make(chan string, 1000), wrote: map[model.VSKey]int{}, waits: waits}
-	hostAddrs := func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
-	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, RepairStep: 1}
-	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(log, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, client: client, c: c}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	dp := &steppedDP{fakeDP: newFakeDP(), gate: openGate(), events: make(chan string, 1000), wrote: map[model.VSKey]int{}, waits: waits}
+	h, _, stop := startStepped(t, services, dp, time.Hour, nil, log)
+	defer stop()
+	c := h.c
 	h.waitStats(func(s Stats) bool { return s.Full }) // the first repair, whole
 	before(c)
 	c.mu.Lock()
@@ -301,15 +301,7 @@ func TestRepairCycleRemovesAServiceTheInformersLost(t *testing.T) {
 // listing holds every VIP): a change that arrives while the listing is slow is applied
 // before it ends, and the cycle goes on once it is in.
 func TestChangeIsAppliedWhileTheCycleListsTheNodesAddresses(t *testing.T) {
-	client := fake.NewClientset()
-	for i := range 3 {
-		name := fmt.Sprintf("s%d", i)
-		_ = client.Tracker().Add(service(name, fmt.Sprintf("10.96.1.%d", i+1), nil))
-		_ = client.Tracker().Add(slice(name, name+"-1", fmt.Sprintf("10.244.1.%d", i+1)))
-	}
-	gate := make(chan struct{})
-	close(gate)
-	dp := &steppedDP{fakeDP: newFakeDP(), gate: gate, events: make(chan string, 1000), wrote: map[model.VSKey]int{}}
+	dp := &steppedDP{fakeDP: newFakeDP(), gate: openGate(), events: make(chan string, 1000), wrote: map[model.VSKey]int{}}
 	var calls atomic.Int32
 	listing, release := make(chan struct{}, 1), make(chan struct{})
 	hostAddrs := func() ([]netip.Addr, error) {
@@ -319,22 +311,14 @@ func TestChangeIsAppliedWhileTheCycleListsTheNodesAddresses(t *testing.T) {
 		}
 		return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil
 	}
-	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: time.Hour, RepairStep: 1}
-	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, client: client, c: c}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
+	h, ctx, stop := startStepped(t, 3, dp, time.Hour, hostAddrs, io.Discard)
+	c, client := h.c, h.client
 	released := false
 	defer func() {
 		if !released {
 			close(release)
 		}
-		cancel()
-		<-done
+		stop()
 	}()
 	h.waitStats(func(s Stats) bool { return s.Full }) // the first repair, whole
 	for len(dp.events) > 0 {
