@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"sync"
 	"syscall"
 
@@ -95,11 +94,7 @@ func NewBackgroundKernel() (*NetlinkKernel, error) {
 
 // Pause is where a listing through k gives way between two messages.
 func (k *NetlinkKernel) Pause() {
-	if k.background {
-		foreground.Yield()
-	} else {
-		runtime.Gosched()
-	}
+	foreground.YieldIf(k.background)
 }
 
 // Close closes the socket.

@@ -3,7 +3,6 @@ package ipvs
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -381,11 +380,7 @@ func (g *genl) request(cmd uint8, dump bool, fill func([]byte) []byte, fn func(a
 			// milliseconds on two CPUs (execution trace, 50,000 Services). A background
 			// listing parks here while a change is applied, which also holds the kernel's
 			// next datagram back.
-			if g.background {
-				foreground.Yield()
-			} else {
-				runtime.Gosched()
-			}
+			foreground.YieldIf(g.background)
 		}
 	}
 	return rd.err

@@ -56,6 +56,15 @@ func NewKernel() (Kernel, error) { return NewKernelAt(netns.None()) }
 // calling thread's), loading ip_vs first if the kernel lacks it. The socket stays in ns
 // whatever thread uses it later.
 func NewKernelAt(ns netns.NsHandle) (Kernel, error) {
+	k, err := newKernelAt(ns, parallelReads()-1)
+	if err != nil {
+		return nil, err // not a nil *netlinkKernel in a Kernel
+	}
+	return k, nil
+}
+
+// newKernelAt opens the socket in ns with readers more for whole listings.
+func newKernelAt(ns netns.NsHandle, readers int) (*netlinkKernel, error) {
 	// Modules are not per namespace. A failed load is reported only if IPVS then does not
 	// answer: the kernel may have it all the same (loaded by the host, say).
 	loadErr := modules.Ensure(context.Background(), modules.IPVS)
@@ -66,7 +75,7 @@ func NewKernelAt(ns netns.NsHandle) (Kernel, error) {
 	k := &netlinkKernel{g: g}
 	// The readers are opened now, in the caller's namespace: a goroutine that opened one
 	// later could run on a thread in another.
-	for range parallelReads() - 1 {
+	for range readers {
 		r, err := newGenl(ns)
 		if err != nil {
 			break // fewer readers: slower listings, nothing else
@@ -78,15 +87,13 @@ func NewKernelAt(ns netns.NsHandle) (Kernel, error) {
 
 // NewBackgroundKernel opens a Kernel for listings that run beside the sync loop (the
 // Reconciler's Lister): its dumps give way to a change being applied (package foreground).
+// A Lister lists through its one socket: no readers.
 func NewBackgroundKernel() (Kernel, error) {
-	k, err := NewKernelAt(netns.None())
+	k, err := newKernelAt(netns.None(), 0)
 	if err != nil {
 		return nil, err
 	}
-	nk := k.(*netlinkKernel)
-	for _, g := range append([]*genl{nk.g}, nk.readers...) {
-		g.background = true
-	}
+	k.g.background = true
 	return k, nil
 }
 

@@ -13,7 +13,9 @@
 // holds the background for at most MaxHold from when it was raised, so that a loop that
 // never goes idle (changes back to back) cannot starve a repair.
 //
-// The gate is one per process because what it shares out is the process's CPUs.
+// The gate is one per process because what it shares out is the process's CPUs. Measured at
+// 50,000 Services it changed little (churn p99 87 ms without, 81 ms with): most of the wait
+// there comes before a change is marked, when the gate is not up yet (see BENCHMARKS.md).
 package foreground
 
 import (
@@ -36,7 +38,7 @@ var gate atomic.Pointer[raised]
 // hold is MaxHold, but for tests.
 var hold = MaxHold
 
-// parks counts the Yields that parked (for tests and the bench).
+// parks counts the Yields that parked (for tests).
 var parks atomic.Int64
 
 // Raise raises the gate, if it is not up already (an up gate keeps its first deadline).
@@ -77,6 +79,17 @@ func Yield() {
 	case <-t.C:
 	}
 	t.Stop()
+}
+
+// YieldIf is where a reader that may run in the background gives way between two pieces of
+// work: Yield for a background one, runtime.Gosched for one in the sync loop (which must
+// never park at its own gate).
+func YieldIf(background bool) {
+	if background {
+		Yield()
+		return
+	}
+	runtime.Gosched()
 }
 
 // Parks returns how many Yields have parked since the process began.
