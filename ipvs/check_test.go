@@ -178,3 +178,35 @@ func TestCheckStepEndsWhenItsTimeIsUp(t *testing.T) {
 		}
 	}
 }
+
+// Every virtual server a check reads goes into the same map (Check.reals), so what adopt
+// keeps must be a copy: kA's drift is judged after kB and kC were read into that map too,
+// in the same step, and must still be repaired as kA's (with the read map kept as kA's
+// cache, kA would hold kC's real server by the time the step writes).
+func TestCheckKeepsNoReadMapAcrossVirtualServers(t *testing.T) {
+	for _, share := range []bool{false, true} {
+		f := NewFakeKernel()
+		r := NewReconciler(f)
+		if share {
+			r.ShareDesired()
+		}
+		desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kB, "rr", "10.0.0.2:53", 1), vs(kC, "rr", "10.0.0.3:443", 1))
+		r.Apply(maps.Clone(desired))
+		f.Put(vs(kA, "rr", "10.0.0.1:80", 3)) // drift: a weight changed behind the proxy's back
+		f.TakeOps()
+		c, err := r.BeginCheck(keysOf(desired))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for done := false; !done; {
+			_, done = c.Step(10, lookup(desired), ownAll)
+		}
+		if w := writesIn(f.TakeOps()); len(w) != 1 || !strings.HasPrefix(w[0], "update-dest") || !strings.Contains(w[0], "10.0.0.1:80") {
+			t.Fatalf("share %v: check wrote %q, want only kA's weight put back", share, w)
+		}
+		expectKernel(t, f, desired)
+		if res := r.Apply(maps.Clone(desired)); res.Writes != 0 {
+			t.Fatalf("share %v: applying what the check left wrote %d times: its cache is not the kernel", share, res.Writes)
+		}
+	}
+}

@@ -151,15 +151,19 @@ func (f *FakeKernel) ListServices() (map[model.VSKey]model.VSSpec, error) {
 	return out, nil
 }
 
-// RealServers reads one virtual server's real servers, none if it is absent (one logged
-// call, "get-reals KEY").
-func (f *FakeKernel) RealServers(key model.VSKey) (map[model.RSKey]uint32, error) {
+// RealServers reads one virtual server's real servers into into (cleared first; a new map
+// when nil), none if it is absent (one logged call, "get-reals KEY").
+func (f *FakeKernel) RealServers(key model.VSKey, into map[model.RSKey]uint32) (map[model.RSKey]uint32, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call("get-reals", key, key.String()); err != nil {
 		return nil, err
 	}
-	out := map[model.RSKey]uint32{}
+	out := into
+	if out == nil {
+		out = map[model.RSKey]uint32{}
+	}
+	clear(out)
 	if vs := f.vses[key]; vs != nil {
 		for rs, w := range vs.Reals {
 			out[rs] = w

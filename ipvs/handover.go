@@ -200,7 +200,7 @@ func eachWithHandover(k stepReader, handover map[model.VSKey]*model.VirtualServe
 			fn(&model.VirtualServer{Key: key, Spec: spec, Reals: h.Reals})
 			continue
 		}
-		reals, err := k.RealServers(key)
+		reals, err := k.RealServers(key, nil) // kept: a map of its own
 		if err != nil {
 			return read, fmt.Errorf("list real servers of %s: %w", key, err)
 		}

@@ -280,10 +280,14 @@ func (k *netlinkKernel) ListServices() (map[model.VSKey]model.VSSpec, error) {
 }
 
 // RealServers implements stepReader: one virtual server's real servers, one dump.
-func (k *netlinkKernel) RealServers(key model.VSKey) (map[model.RSKey]uint32, error) {
+func (k *netlinkKernel) RealServers(key model.VSKey, into map[model.RSKey]uint32) (map[model.RSKey]uint32, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	reals := map[model.RSKey]uint32{}
+	reals := into
+	if reals == nil {
+		reals = map[model.RSKey]uint32{}
+	}
+	clear(reals)
 	if err := k.g.dests(key, func(d listedDest) { reals[d.rs] = d.weight }); err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 	}
