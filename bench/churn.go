@@ -276,19 +276,8 @@ func gcd(a, b int) int {
 
 // cycleSums returns the count and the summed seconds of the repair cycles that ended.
 func (r *runner) cycleSums() (int, float64) {
-	fams, err := r.metrics.Registry().Gather()
-	if err != nil {
-		return 0, 0
-	}
-	for _, f := range fams {
-		if f.GetName() == metrics.Namespace+"_repair_cycle_duration_seconds" {
-			for _, m := range f.GetMetric() {
-				h := m.GetHistogram()
-				return int(h.GetSampleCount()), h.GetSampleSum()
-			}
-		}
-	}
-	return 0, 0
+	n, sum := r.metrics.RepairCycles()
+	return int(n), sum
 }
 
 // gauge reads a gauge of the controller's metrics (0 when absent).

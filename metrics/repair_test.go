@@ -24,6 +24,10 @@ func TestRepairCycleDone(t *testing.T) {
 			t.Errorf("longest %s step %v, want %v", kind, got, want)
 		}
 	}
+	m.RepairCycleDone(2*time.Second, time.Second, 0, nil)
+	if n, sum := m.RepairCycles(); n != 2 || sum != 6 {
+		t.Errorf("RepairCycles: %d cycles, %v s in all; want 2, 6 s", n, sum)
+	}
 }
 
 func TestRepairStepDoneByKind(t *testing.T) {
