@@ -13,6 +13,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/internal/nlcodec"
+	"github.com/kube-ipvs/kube-ipvs/internal/nlsock"
 )
 
 // genl talks to IPVS over a generic netlink socket of its own, with the project's own
@@ -242,7 +243,7 @@ func (g *genl) sendAll(b []byte, quick bool) error {
 		g.syscalls++
 		var err error
 		if quick {
-			err = quickWrite(g.fd, b)
+			err = nlsock.QuickWrite(g.fd, b)
 		} else {
 			_, err = unix.Write(g.fd, b)
 		}
@@ -303,7 +304,7 @@ func (g *genl) recv(wait bool) (int, error) {
 	deadline := time.Now().Add(replyTimeout)
 	for {
 		g.syscalls++
-		n, err := quickRecv(g.fd, g.rbuf)
+		n, err := nlsock.QuickRecv(g.fd, g.rbuf)
 		switch {
 		case err == nil:
 			return n, nil
@@ -311,26 +312,13 @@ func (g *genl) recv(wait bool) (int, error) {
 			continue
 		case err == unix.EAGAIN && wait:
 			g.syscalls++
-			if err := waitReadable(g.fd, deadline); err != nil {
+			if err := nlsock.WaitReadable(g.fd, deadline); err != nil {
 				return 0, err
 			}
 		default:
 			return 0, err
 		}
 	}
-}
-
-// waitReadable waits until fd has data or deadline passes.
-func waitReadable(fd int, deadline time.Time) error {
-	left := time.Until(deadline)
-	if left <= 0 {
-		return fmt.Errorf("no answer from the kernel within %s", replyTimeout)
-	}
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	if _, err := unix.Poll(fds, int(left/time.Millisecond)+1); err != nil && err != unix.EINTR {
-		return fmt.Errorf("wait for the kernel's answer: %w", err)
-	}
-	return nil
 }
 
 // Reads. A dump answers in as many messages as it takes and ends with NLMSG_DONE; the

@@ -1,6 +1,11 @@
-package ipvs
+// Package nlsock holds the system calls the project's own netlink readers make: a raw
+// receive into the caller's buffer and a wait for a non-blocking socket's next datagram.
+// The project's own netlink readers use them (package ipvs' generic netlink socket).
+package nlsock
 
 import (
+	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -23,8 +28,8 @@ import (
 // wrapper: a send of hundreds of writes runs for milliseconds, and a raw call would hold
 // the P, and any stop-the-world, that long.
 
-// quickWrite writes b to fd in one raw system call.
-func quickWrite(fd int, b []byte) error {
+// QuickWrite writes b to fd in one raw system call.
+func QuickWrite(fd int, b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
@@ -35,11 +40,24 @@ func quickWrite(fd int, b []byte) error {
 	return nil
 }
 
-// quickRecv receives one datagram from the non-blocking fd into buf in one raw system call.
-func quickRecv(fd int, buf []byte) (int, error) {
+// QuickRecv receives one datagram from the non-blocking fd into buf in one raw system call.
+func QuickRecv(fd int, buf []byte) (int, error) {
 	n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
 	return int(n), nil
+}
+
+// WaitReadable waits until fd has data or deadline passes.
+func WaitReadable(fd int, deadline time.Time) error {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return fmt.Errorf("no answer from the kernel by %s", deadline.Format(time.TimeOnly))
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if _, err := unix.Poll(fds, int(left/time.Millisecond)+1); err != nil && err != unix.EINTR {
+		return fmt.Errorf("wait for the kernel's answer: %w", err)
+	}
+	return nil
 }
