@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -14,6 +16,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/internal/nlcodec"
+	"github.com/kube-ipvs/kube-ipvs/internal/nlsock"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -23,8 +26,9 @@ import (
 // listing logs every attribute it does not know (newer kernels report bucketsize and
 // initval) and does not merge a large set split over several dump messages. The messages
 // are encoded and walked with the codec package ipvs shares (internal/nlcodec); the socket,
-// request serialization, receive loop and acknowledgement parsing are the library's
-// (package nl), and so are the protocol's constants.
+// request serialization, the writes' receive loop and acknowledgement parsing are the
+// library's (package nl), and so are the protocol's constants. A listing's datagrams are
+// received into one reused buffer of ours (dump), not the library's 64 KiB per datagram.
 
 // Constants of the ipset protocol (linux/netfilter/ipset/ip_set.h) that package nl does not
 // name.
@@ -51,7 +55,16 @@ type NetlinkKernel struct {
 	// background: the handle lists beside the sync loop (NewBackgroundKernel), and its
 	// listings park while a change is applied.
 	background bool
+
+	// rbuf receives a listing's datagrams, reused (held under the socket's lock): the
+	// library's receive allocates 64 KiB per datagram, 40 MB of garbage per listing of the
+	// hairpin set at 50,000 Services, every repair cycle.
+	rbuf []byte
 }
+
+// listTimeout bounds the wait for each datagram of a listing, as the socket's receive
+// timeout bounds the library's receives.
+const listTimeout = 60 * time.Second
 
 type revKey struct {
 	typ firewall.SetType
@@ -401,7 +414,7 @@ func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)
 	})
 	var perr error
 	var es []firewall.Entry
-	err := req.ExecuteIter(unix.NETLINK_NETFILTER, 0, func(m []byte) bool {
+	err := k.dump(req, func(m []byte) bool {
 		var h Header
 		var err error
 		h, es, err = parseSetMessage(m, true, es[:0])
@@ -414,11 +427,6 @@ func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)
 			for _, e := range es {
 				fn(e)
 			}
-			// A set of half a million entries lists for seconds, in a repair's background:
-			// give the P to the sync loop (and the informers) between messages, or a change
-			// waits behind the listing (see the yield in package ipvs' dumps); a background
-			// listing parks while a change is applied.
-			k.Pause()
 			return true
 		}
 		return false
@@ -427,6 +435,92 @@ func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)
 		return fmt.Errorf("ipset list %s: %w", name, kernelError(err))
 	}
 	return perr
+}
+
+// dump sends a dump request and calls fn with the payload of each answer until the kernel
+// is done, fn returns false, or an error comes; as the library's ExecuteIter, but through
+// one reused receive buffer (rbuf). The answers to an earlier request are passed over by
+// their sequence number. A dump the kernel reports interrupted returns nl.ErrDumpInterrupted
+// (its answers were all read).
+func (k *NetlinkKernel) dump(req *nl.NetlinkRequest, fn func(payload []byte) bool) error {
+	s := k.sock.Socket
+	req.Seq = atomic.AddUint32(&k.sock.Seq, 1)
+	s.Lock()
+	defer s.Unlock()
+	if err := s.Send(req); err != nil {
+		return err
+	}
+	if k.rbuf == nil {
+		k.rbuf = make([]byte, 1<<16) // the kernel sends dump datagrams of 32 KiB at most
+	}
+	var (
+		done, intr, stop bool
+		kerr             error
+	)
+	take := func(m nlcodec.Msg) error {
+		if m.Seq != req.Seq || done {
+			return nil
+		}
+		if m.Flags&unix.NLM_F_DUMP_INTR != 0 {
+			intr = true
+		}
+		switch {
+		case m.Type == unix.NLMSG_DONE:
+			done = true
+			if len(m.Payload) >= 4 {
+				kerr = nlcodec.AckError(m.Payload)
+			}
+		case m.Type == unix.NLMSG_ERROR:
+			done = true
+			kerr = nlcodec.AckError(m.Payload)
+		case !stop:
+			stop = !fn(m.Payload)
+		}
+		return nil
+	}
+	deadline := time.Now().Add(listTimeout)
+	for !done {
+		n, err := k.recv(deadline)
+		if err != nil {
+			return err
+		}
+		if err := nlcodec.EachMsg(k.rbuf[:n], take); err != nil {
+			return err
+		}
+		// A set of half a million entries lists for seconds, in a repair's background:
+		// give the P to the sync loop (and the informers) between datagrams, or a change
+		// waits behind the listing (see the yield in package ipvs' dumps); a background
+		// listing parks while a change is applied, which holds the kernel's next datagram
+		// back too.
+		k.Pause()
+	}
+	switch {
+	case kerr != nil:
+		return kerr
+	case intr:
+		return nl.ErrDumpInterrupted
+	}
+	return nil
+}
+
+// recv receives one datagram into rbuf, waiting for it until deadline (the socket is
+// non-blocking).
+func (k *NetlinkKernel) recv(deadline time.Time) (int, error) {
+	fd := k.sock.Socket.GetFd()
+	for {
+		n, err := nlsock.QuickRecv(fd, k.rbuf)
+		switch {
+		case err == nil:
+			return n, nil
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			if err := nlsock.WaitReadable(fd, deadline); err != nil {
+				return 0, err
+			}
+		default:
+			return 0, err
+		}
+	}
 }
 
 func merge(into *Header, h Header) {
