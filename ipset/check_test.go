@@ -1,6 +1,9 @@
 package ipset
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,22 +72,7 @@ func TestCheckBesideChangesRepairsOnlyTheDrift(t *testing.T) {
 		t.Fatalf("a step before the listing is in: done %v, %d writes", done, res.Writes)
 	}
 	close(lister.release)
-	var total Result
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res, done, _ := check.StepNow()
-		total.Writes += res.Writes
-		if len(res.Errors) > 0 || res.Err != nil {
-			t.Fatalf("check errors %v %v", res.Err, res.Errors)
-		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the check never finished")
-		}
-		time.Sleep(time.Millisecond) // the listing comes in the background
-	}
+	total := stepUntilDone(t, check)
 	// Only the drift: b back, x gone; a stays deleted and c stays, untouched.
 	checkOps(t, f, "add KIPVS-CLUSTER-IP 10.0.0.2,tcp:80", "del KIPVS-CLUSTER-IP 10.0.0.9,tcp:80")
 	if total.Writes != 2 {
@@ -96,6 +84,134 @@ func TestCheckBesideChangesRepairsOnlyTheDrift(t *testing.T) {
 	checkRes(t, r.Apply(changes(false, defIPPort.Name, c)), 1)
 	checkSet(t, f, defIPPort.Name, "10.0.0.2,tcp:80")
 	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(defIPPort.Name, b)}, false)
+	f.TakeOps()
+	checkRes(t, r.ResyncSets([]firewall.SetDef{defIPPort}, tr), 0)
+}
+
+// stepUntilDone steps check until it is done and returns its writes; errors fail the test.
+func stepUntilDone(t *testing.T, check *SetsCheck) Result {
+	t.Helper()
+	var total Result
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, done, _ := check.StepNow()
+		total.Writes += res.Writes
+		if len(res.Errors) > 0 || res.Err != nil {
+			t.Fatalf("check errors %v %v", res.Err, res.Errors)
+		}
+		if done {
+			return total
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the check never finished")
+		}
+		time.Sleep(time.Millisecond) // the listing comes in the background
+	}
+}
+
+// streamStalledLister hands a set's entries over one by one, in address order, as the
+// netlink listing does a datagram at a time, and holds the rest of the listing after the
+// first `after` entries until released: changes land while some entries were compared and
+// others not yet.
+type streamStalledLister struct {
+	*FakeKernel
+	after           int
+	listed, release chan struct{}
+}
+
+func (s streamStalledLister) EachEntry(n firewall.SetName, fn func(firewall.Entry)) error {
+	es, err := s.FakeKernel.ListEntries(n)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(es, func(a, b firewall.Entry) int { return a.IP.Compare(b.IP) })
+	for i, e := range es {
+		if i == s.after {
+			s.listed <- struct{}{}
+			<-s.release
+		}
+		fn(e)
+	}
+	return nil
+}
+
+// The listing is compared with the cache and the desired state as it streams in, keeping
+// no copy of it. Changes that land in the middle touch one entry already compared and one
+// compared after the change: neither may be written again or reverted by the check, nor
+// hide the drift elsewhere in the set, and the cache must end as the kernel's. Without
+// taking back what was counted for the entry removed after its comparison, the counts say
+// every cached entry was listed, and the one that drifted away is never put back; without
+// it for the one compared after, the check removes it again.
+func TestCheckComparesAStreamedListingBesideChanges(t *testing.T) {
+	const n = 3 * compareListBatch / 2 // the changes land after one batch was compared
+	f := NewFakeKernel()
+	tr := firewall.NewTracker()
+	svc := model.ServiceName{Namespace: "ns", Name: "big"}
+	entry := func(i int) firewall.Entry { return ipp(fmt.Sprintf("10.1.%d.%d", i/250, i%250+1), 80) }
+	var ms []any
+	for i := range n {
+		ms = append(ms, defIPPort.Name, entry(i))
+	}
+	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(ms...)}, false)
+	r := New(f)
+	if res := r.ResyncSets([]firewall.SetDef{defIPPort}, tr); res.Err != nil || len(res.Errors) > 0 {
+		t.Fatalf("ResyncSets: %+v", res)
+	}
+	// Drift behind the proxy's back: one entry gone, a stray one added.
+	stray := ipp("10.9.0.1", 80)
+	checkRes(t, Result{Err: f.Del(defIPPort.Name, []firewall.Entry{entry(n - 10)})}, 0)
+	checkRes(t, Result{Err: f.Add(defIPPort.Name, []firewall.Entry{stray})}, 0)
+	lister := streamStalledLister{f, compareListBatch + 8, make(chan struct{}, 1), make(chan struct{})}
+	r.Lister = lister
+	f.TakeOps()
+
+	check, res := r.BeginCheck([]firewall.SetDef{defIPPort}, tr)
+	checkRes(t, res, 0)
+	checkRes(t, headersJudged(t, check), 0)
+	<-lister.listed // one batch compared, the rest not yet
+	// Changes meanwhile: entry 5 (compared) and entry n-5 (not yet) removed, a new one added.
+	added := ipp("10.0.0.1", 80)
+	next := []any{defIPPort.Name, added}
+	for i := range n {
+		if i != 5 && i != n-5 {
+			next = append(next, defIPPort.Name, entry(i))
+		}
+	}
+	add, del := tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(next...)}, true)
+	checkRes(t, r.Apply(add), 1)
+	checkRes(t, r.Apply(del), 1)
+	f.TakeOps()
+
+	close(lister.release)
+	total := stepUntilDone(t, check)
+	ops := f.TakeOps()
+	if total.Writes != 2 {
+		t.Errorf("the check wrote %d times (%q), want 2: the lost entry back, the stray one out", total.Writes, ops)
+	}
+	for _, op := range ops {
+		for _, e := range []firewall.Entry{entry(5), entry(n - 5), added} {
+			if strings.Contains(op, e.String()+" ") || strings.HasSuffix(op, e.String()) {
+				t.Errorf("the check wrote %q, which a change wrote meanwhile", op)
+			}
+		}
+	}
+	// The kernel holds the desired state exactly (the differences, if not).
+	desired := map[string]bool{}
+	tr.Range(defIPPort.Name, func(p firewall.Packed) bool { desired[p.Entry().String()] = true; return true })
+	_, got, _ := f.Get(defIPPort.Name)
+	for _, e := range got {
+		if !desired[e] {
+			t.Errorf("the kernel holds %s, not desired", e)
+		}
+		delete(desired, e)
+	}
+	for e := range desired {
+		t.Errorf("the kernel lacks %s", e)
+	}
+
+	// The cache is the kernel's: a change reaches the kernel, and a full repair finds nothing.
+	checkRes(t, r.Apply(changes(false, defIPPort.Name, added)), 1)
+	tr.UpdateMembers(map[model.ServiceName][]firewall.Member{svc: members(next[2:]...)}, false)
 	f.TakeOps()
 	checkRes(t, r.ResyncSets([]firewall.SetDef{defIPPort}, tr), 0)
 }

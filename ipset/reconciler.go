@@ -19,6 +19,7 @@ package ipset
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,9 @@ type Reconciler struct {
 
 	// watch holds, per set a background check is listing, what Apply changed meanwhile.
 	watch map[firewall.SetName]*watchState
+	// seed is the fingerprints' (setListing).
+	seed maphash.Seed
+
 	// headerGen counts the writes that change the sets' headers (a create, a swap, a
 	// destroy), so that a background listing of the headers that one may have overtaken
 	// is not believed.
@@ -81,12 +85,15 @@ type Reconciler struct {
 type set struct {
 	spec    Spec
 	entries map[firewall.Packed]struct{}
+	// listed is the buffer a stepped check lists the set's fingerprints into, kept from one
+	// check to the next (see setListing).
+	listed []uint64
 }
 
 // New returns a Reconciler with an empty cache: call Resync first; it creates the sets and
 // adopts what the kernel already has.
 func New(k Kernel) *Reconciler {
-	return &Reconciler{k: k, defs: map[firewall.SetName]firewall.SetDef{}, sets: map[firewall.SetName]*set{}}
+	return &Reconciler{k: k, defs: map[firewall.SetName]firewall.SetDef{}, sets: map[firewall.SetName]*set{}, seed: maphash.MakeSeed()}
 }
 
 // Writes returns the number of kernel write requests made so far.
