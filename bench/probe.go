@@ -3,7 +3,6 @@ package bench
 import (
 	"errors"
 	"net"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -14,16 +13,26 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// probe reads IPVS through its own netlink handle, one request per look: the bench's eyes
-// on the kernel, apart from the proxy's reconciler and its write counters.
-type probe struct{ h *mobyipvs.Handle }
+// probe reads IPVS through its own netlink handles, one request per look: the bench's eyes
+// on the kernel, apart from the proxy's reconciler and its write counters. Real servers,
+// polled every 2 ms while changes are measured, are read through a destReader; the rest
+// through moby/ipvs.
+type probe struct {
+	h     *mobyipvs.Handle
+	dests *destReader
+}
 
 func newProbe() (*probe, error) {
 	h, err := mobyipvs.New("")
 	if err != nil {
 		return nil, err
 	}
-	return &probe{h}, nil
+	d, err := newDestReader()
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &probe{h, d}, nil
 }
 
 func service(key model.VSKey) *mobyipvs.Service {
@@ -49,15 +58,9 @@ func (p *probe) exists(key model.VSKey) (bool, error) {
 // reals returns the real servers and weights of a virtual server. The kernel answers a
 // missing virtual server's dump with nothing, as one without real servers.
 func (p *probe) reals(key model.VSKey) (map[model.RSKey]uint32, error) {
-	dests, err := p.h.GetDestinations(service(key))
-	if err != nil {
+	out := map[model.RSKey]uint32{}
+	if err := p.dests.reals(key, func(rs model.RSKey, w uint32) { out[rs] = w }); err != nil {
 		return nil, err
-	}
-	out := make(map[model.RSKey]uint32, len(dests))
-	for _, d := range dests {
-		if a, ok := netipAddr(d.Address); ok {
-			out[model.RSKey{Addr: a, Port: d.Port}] = uint32(d.Weight)
-		}
 	}
 	return out, nil
 }
@@ -93,9 +96,4 @@ func (c cpuTimes) since(before cpuTimes) map[string]float64 {
 		out[k] = v - before[k]
 	}
 	return out
-}
-
-func netipAddr(ip net.IP) (a netip.Addr, ok bool) {
-	a, ok = netip.AddrFromSlice(ip)
-	return a.Unmap(), ok
 }
