@@ -103,14 +103,12 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 		if err != nil {
 			return nil, fmt.Errorf("repair: %w", err)
 		}
-		keys = slices.AppendSeq(keys, maps.Keys(r.applied))
-		c.listed, c.keys = listed, checkOrder(keys, listed)
+		c.listed, c.keys = listed, checkOrder(listed, slices.Values(keys), maps.Keys(r.applied))
 		return c, nil
 	}
 	r.mu.Lock()
 	clear(r.touched) // every write so far is older than the listing
 	c := &Check{r: r, began: r.gen}
-	hint := 2 * len(r.applied)
 	r.mu.Unlock()
 	c.listing, c.loose = make(chan serviceListing, 1), true
 	go func(l ServiceLister) {
@@ -121,20 +119,32 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 			sl.specs, sl.err = l.ListServices()
 		}
 		if sl.err == nil {
-			keys := lockwalk.Collect(make([]model.VSKey, 0, hint), &r.mu, func() map[model.VSKey]*model.VirtualServer { return r.applied })
-			sl.keys = checkOrder(slices.AppendSeq(keys, desired), sl.specs)
+			cached := func(yield func(model.VSKey) bool) {
+				lockwalk.Keys(&r.mu, func() map[model.VSKey]*model.VirtualServer { return r.applied }, yield)
+			}
+			sl.keys = checkOrder(sl.specs, cached, desired)
 		}
 		c.listing <- sl
 	}(r.Lister)
 	return c, nil
 }
 
-// checkOrder is the order a check takes the virtual servers in: the known ones and the
-// listed ones, each once, sorted.
-func checkOrder(known []model.VSKey, listed map[model.VSKey]model.VSSpec) []model.VSKey {
-	keys := known
+// checkOrder is the order a check takes the virtual servers in: the listed ones and the
+// known ones, each once, sorted. The known ones are normally all listed too: only those that
+// are not are added to the listed ones' keys, so that the order costs one key per virtual
+// server rather than one per source (three at 70,000 virtual servers: 8 MB a cycle, and
+// three times the sort).
+func checkOrder(listed map[model.VSKey]model.VSSpec, known ...iter.Seq[model.VSKey]) []model.VSKey {
+	keys := make([]model.VSKey, 0, len(listed)+16)
 	for k := range listed {
 		keys = append(keys, k)
+	}
+	for _, seq := range known {
+		for k := range seq {
+			if _, ok := listed[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return model.VSKeyLess(keys[i], keys[j]) })
 	return slices.Compact(keys)
