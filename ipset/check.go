@@ -302,6 +302,11 @@ func (r *Reconciler) compareListing(k Kernel, d firewall.SetDef, desired firewal
 		}
 		batch = batch[:0]
 	}
+	if want := desired.Count(d.Name); cap(buf) < want {
+		// Room for the entries desired and a few more at once: grown by append from
+		// nothing, the buffer of half a million fingerprints allocated five times its size.
+		buf = make([]uint64, 0, want+want/16+64)
+	}
 	for range listAttempts {
 		l = setListing{def: d, listed: buf[:0]}
 		each := func(e firewall.Entry) {
