@@ -504,11 +504,16 @@ func (k *NetlinkKernel) dump(req *nl.NetlinkRequest, fn func(payload []byte) boo
 }
 
 // recv receives one datagram into rbuf, waiting for it until deadline (the socket is
-// non-blocking).
+// non-blocking). A background handle receives through the runtime's wrapper (nlsock.Recv:
+// each receive runs the kernel's next round of the dump, and the P must not be held for it).
 func (k *NetlinkKernel) recv(deadline time.Time) (int, error) {
 	fd := k.sock.Socket.GetFd()
+	receive := nlsock.QuickRecv
+	if k.background {
+		receive = nlsock.Recv
+	}
 	for {
-		n, err := nlsock.QuickRecv(fd, k.rbuf)
+		n, err := receive(fd, k.rbuf)
 		switch {
 		case err == nil:
 			return n, nil

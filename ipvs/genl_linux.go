@@ -305,7 +305,11 @@ func (g *genl) recv(wait bool) (int, error) {
 	deadline := time.Now().Add(replyTimeout)
 	for {
 		g.syscalls++
-		n, err := nlsock.QuickRecv(g.fd, g.rbuf)
+		receive := nlsock.QuickRecv
+		if g.background {
+			receive = nlsock.Recv // see there: a dump round of the whole table is long
+		}
+		n, err := receive(g.fd, g.rbuf)
 		switch {
 		case err == nil:
 			return n, nil
@@ -365,11 +369,10 @@ func (g *genl) request(cmd uint8, dump bool, fill func([]byte) []byte, fn func(a
 		}
 		if dump {
 			// A listing of the whole table runs for seconds beside the sync loop (a repair's
-			// listing in the background), and a raw receive never gives the P away: without
-			// a yield per datagram, a change's sync sat runnable behind it for hundreds of
-			// milliseconds on two CPUs (execution trace, 50,000 Services). A background
-			// listing parks here while a change is applied, which also holds the kernel's
-			// next datagram back.
+			// listing in the background): without a yield per datagram, a change's sync sat
+			// runnable behind it for hundreds of milliseconds on two CPUs (execution trace,
+			// 50,000 Services). A background listing parks here while a change is applied,
+			// which also holds the kernel's next round of the dump back.
 			foreground.YieldIf(g.background)
 		}
 	}

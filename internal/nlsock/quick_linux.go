@@ -22,7 +22,8 @@ import (
 // sockets took 6.4 s that way and 3.1 s raw, through four 5.4 s and 2.7 s (a guest probe of
 // 2026-12-02, not kept).
 //
-// Raw calls are right only where the call never waits: the socket is non-blocking (a receive
+// Raw calls are right only where the call never waits (a listing in the background receives
+// through Recv): the socket is non-blocking (a receive
 // with nothing queued returns EAGAIN, and the wait for an answer is a normal poll), and the
 // kernel handles a request to a netlink socket within the send. Batched writes keep the
 // wrapper: a send of hundreds of writes runs for milliseconds, and a raw call would hold
@@ -48,6 +49,16 @@ func QuickRecv(fd int, buf []byte) (int, error) {
 	}
 	return int(n), nil
 }
+
+// Recv receives one datagram from the non-blocking fd into buf through the runtime's
+// system-call wrapper, for a listing that runs in the background: in a dump, each receive
+// also runs the kernel's next round of it before it returns, and a round of a large table
+// runs for tens of milliseconds under emulation (IPVS walks its service table from the start
+// on every round: about 17 ms at 70,000 virtual servers). Through a raw call the goroutine
+// kept its P for all of it, and with the IPVS and ipset listings side by side both Ps of the
+// 2-CPU guest were taken while a change's sync sat runnable (execution trace, 50,000
+// Services). Through the wrapper the scheduler hands the P on.
+func Recv(fd int, buf []byte) (int, error) { return unix.Read(fd, buf) }
 
 // WaitReadable waits until fd has data or deadline passes.
 func WaitReadable(fd int, deadline time.Time) error {
