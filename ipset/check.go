@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 )
 
 // SetsCheck is a repair of the sets cut into steps, for a periodic repair that must not hold
@@ -268,37 +269,45 @@ func validDesired(d firewall.SetDef, desired firewall.DesiredSets) map[firewall.
 }
 
 // compareListBatch is how many listed entries are compared per holding of r.mu.
-const compareListBatch = 512
+const compareListBatch = 128
 
 // compareListing lists one set through k and compares each entry with the cache and with
-// desired as the datagrams come in (see setListing), buf[:0] holding the fingerprints. The
-// comparisons hold r.mu (the cache's lock), a batch of entries at a time (lock: false when
-// the caller holds it). A listing the kernel reports interrupted is taken again from the
-// start.
+// desired as the datagrams come in (see setListing), buf[:0] holding the fingerprints. Only
+// the cache's look-ups hold r.mu (lock: false when the caller holds it already), a batch of
+// entries at a time: Apply takes r.mu for a change, and at 50,000 Services a change waited
+// behind batches of 512 whole comparisons (the Tracker's look-ups with them), or behind a
+// comparing goroutine the scheduler had set aside with the lock held (execution trace).
+// desired is safe to read without r.mu, and whatever a comparison saw of an entry Apply
+// touches is taken back by finish. Between batches a background comparison gives way as a
+// listing does between datagrams (package foreground). A listing the kernel reports
+// interrupted is taken again from the start.
 func (r *Reconciler) compareListing(k Kernel, d firewall.SetDef, desired firewall.DesiredSets, w *watchState, buf []uint64, lock bool) setListing {
 	var l setListing
 	batch := make([]firewall.Packed, 0, compareListBatch)
 	compare := func() {
-		if lock {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-		}
-		s := r.sets[d.Name]
 		for _, p := range batch {
-			if w.void || s == nil {
-				continue // the result will not be judged
-			}
 			l.listed = append(l.listed, fingerprint(r.seed, p))
-			if _, ok := s.entries[p]; ok {
-				l.cached++
-			} else {
-				addTo(&l.uncached, p)
-			}
 			if desired.Has(d.Name, p) {
 				l.wanted++
 			} else {
 				addTo(&l.stale, p)
 			}
+		}
+		if lock {
+			r.mu.Lock()
+		}
+		if s := r.sets[d.Name]; s != nil && !w.void {
+			for _, p := range batch {
+				if _, ok := s.entries[p]; ok {
+					l.cached++
+				} else {
+					addTo(&l.uncached, p)
+				}
+			}
+		}
+		if lock {
+			r.mu.Unlock()
+			foreground.Yield()
 		}
 		batch = batch[:0]
 	}
