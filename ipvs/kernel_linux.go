@@ -97,18 +97,8 @@ func NewBackgroundKernel() (Kernel, error) {
 		return nil, err
 	}
 	k.g.background = true
-	// Small datagrams: the kernel fills a dump's datagrams up to the reader's buffer (32 KiB
-	// at most), and it holds the IPVS mutex, which every write of a change and every read
-	// of ipvsadm takes too, while it fills one: about 250 virtual servers a round, 5-15 ms
-	// each at 70,000 under emulation, and every change of the first seconds of a repair
-	// cycle waited for one. A page's worth is about 30 virtual servers a round.
-	k.g.rbuf = make([]byte, backgroundDatagram)
 	return k, nil
 }
-
-// backgroundDatagram is the receive buffer of a background listing, and so the most the
-// kernel puts in one datagram of it (NLMSG_GOODSIZE fits: a page less the skb's overhead).
-const backgroundDatagram = 4096
 
 // Close releases the netlink sockets.
 func (k *netlinkKernel) Close() error {
