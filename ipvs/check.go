@@ -42,6 +42,9 @@ type Check struct {
 	listing chan serviceListing
 	// loose: the listing ran beside writes, and a virtual server it lacks is read again.
 	loose bool
+	// keyed: the check does not list the table (see listing.go); every virtual server it
+	// knows of is read by its key at its step, and none other is looked at.
+	keyed bool
 	// failed is why the background listing failed: the check ends with it.
 	failed error
 	// reals is the map each read of a virtual server's real servers goes into: what read
@@ -99,24 +102,40 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 		defer r.mu.Unlock()
 		clear(r.touched)
 		c := &Check{r: r, began: r.gen}
+		if !r.listingDue(r.now()) {
+			c.keyed, c.loose = true, true
+			c.keys = checkOrder(nil, slices.Values(keys), maps.Keys(r.applied))
+			return c, nil
+		}
+		began := time.Now()
 		listed, err := r.listSpecs()
 		if err != nil {
 			return nil, fmt.Errorf("repair: %w", err)
 		}
+		r.noteListing(r.k, r.now(), time.Since(began))
 		c.listed, c.keys = listed, checkOrder(listed, slices.Values(keys), maps.Keys(r.applied))
 		return c, nil
 	}
 	r.mu.Lock()
 	clear(r.touched) // every write so far is older than the listing
-	c := &Check{r: r, began: r.gen}
+	c := &Check{r: r, began: r.gen, keyed: !r.listingDue(r.now())}
 	r.mu.Unlock()
 	c.listing, c.loose = make(chan serviceListing, 1), true
-	go func(l ServiceLister) {
+	go func(l ServiceLister, keyed bool) {
 		var sl serviceListing
-		if ll, ok := l.(looseLister); ok {
+		began := time.Now()
+		switch ll, loose := l.(looseLister); {
+		case keyed:
+			// Nothing listed: every known key is read at its step.
+		case loose:
 			sl.specs, sl.err = ll.ListServicesInFlux()
-		} else {
+		default:
 			sl.specs, sl.err = l.ListServices()
+		}
+		if sl.err == nil && !keyed {
+			r.mu.Lock()
+			r.noteListing(l, r.now(), time.Since(began))
+			r.mu.Unlock()
 		}
 		if sl.err == nil {
 			cached := func(yield func(model.VSKey) bool) {
@@ -125,9 +144,13 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 			sl.keys = checkOrder(sl.specs, cached, desired)
 		}
 		c.listing <- sl
-	}(r.Lister)
+	}(r.Lister, c.keyed)
 	return c, nil
 }
+
+// ListsTable reports whether the check lists the whole table, and so can find strays (see
+// listing.go); otherwise it reads what the proxy knows of by key.
+func (c *Check) ListsTable() bool { return !c.keyed }
 
 // checkOrder is the order a check takes the virtual servers in: the listed ones and the
 // known ones, each once, sorted. The known ones are normally all listed too: only those that
@@ -241,6 +264,11 @@ func (c *Check) StepUntil(budget int, until time.Time, yield func() bool, desire
 // The returned object's Reals may be c.reals, valid until the next read: nothing may keep it.
 func (c *Check) read(key model.VSKey) (*model.VirtualServer, error) {
 	r := c.r
+	if c.keyed {
+		if vs, ok, err := c.readByKey(key); ok {
+			return vs, err
+		}
+	}
 	spec, listed := c.listed[key]
 	if r.touched[key] <= c.began && (listed || !c.loose) {
 		if !listed {
@@ -263,6 +291,26 @@ func (c *Check) read(key model.VSKey) (*model.VirtualServer, error) {
 		return nil, nil
 	}
 	return vs, err
+}
+
+// readByKey reads key's spec and real servers, one request each, over a kernel that can
+// read a spec alone (ok false: it cannot, read it whole). The Reals are c.reals, as read's.
+func (c *Check) readByKey(key model.VSKey) (vs *model.VirtualServer, ok bool, err error) {
+	sp, ok1 := c.r.k.(specReader)
+	sr, ok2 := c.r.k.(stepReader)
+	if !ok1 || !ok2 {
+		return nil, false, nil
+	}
+	spec, found, err := sp.ServiceSpec(key)
+	if err != nil || !found {
+		return nil, true, err
+	}
+	reals, err := sr.RealServers(key, c.reals)
+	if err != nil {
+		return nil, true, err
+	}
+	c.reals = reals
+	return &model.VirtualServer{Key: key, Spec: spec, Reals: reals}, true, nil
 }
 
 // adopt makes the kernel's state of key (have, nil: absent) the cache, as Resync does with

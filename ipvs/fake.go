@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/oplog"
 	"github.com/kube-ipvs/kube-ipvs/model"
@@ -19,7 +20,7 @@ type FakeKernel struct {
 	vses map[model.VSKey]*model.VirtualServer
 
 	// Fail, when set, is consulted before every call with the op name (the first word of
-	// the logged line: list, get, new-service, update-service, del-service, new-dest,
+	// the logged line: list, get, get-spec, new-service, update-service, del-service, new-dest,
 	// update-dest, del-dest) and the virtual server's key (zero for list). A non-nil error
 	// is returned instead of doing the call; the call is still logged. Fail must not call
 	// the fake.
@@ -28,6 +29,38 @@ type FakeKernel struct {
 	MissingSchedulers map[string]bool
 
 	conns map[model.VSKey]map[model.RSKey]uint32
+	// listingTook is what LastListingTook reports: 0 unless a test sets it
+	// (SetListingTook), so that every check lists the table, whatever the machine's speed.
+	listingTook time.Duration
+}
+
+// SetListingTook sets how long this fake kernel says its listings of the table take (see
+// listing.go): a test of the checks that read by key sets it.
+func (f *FakeKernel) SetListingTook(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listingTook = d
+}
+
+// LastListingTook implements listingTimer.
+func (f *FakeKernel) LastListingTook() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.listingTook
+}
+
+// ServiceSpec implements specReader (one logged call, "get-spec KEY").
+func (f *FakeKernel) ServiceSpec(key model.VSKey) (model.VSSpec, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("get-spec", key, key.String()); err != nil {
+		return model.VSSpec{}, false, err
+	}
+	vs, ok := f.vses[key]
+	if !ok {
+		return model.VSSpec{}, false, nil
+	}
+	return vs.Spec, true, nil
 }
 
 // SetConnections sets the connection count Connections reports for a real server.

@@ -55,6 +55,10 @@ type genl struct {
 	// background: the socket lists beside the sync loop (NewBackgroundKernel), and its
 	// dumps park while a change is applied.
 	background bool
+	// busy is the time spent in the sends and receives of read requests, parks between a
+	// dump's datagrams left out: about how long the kernel worked on them (a dump's rounds
+	// run inside the receives), which is what a listing of the table makes writers wait for.
+	busy time.Duration
 }
 
 // failedWrite is the failure of the i-th write of a batch.
@@ -355,12 +359,17 @@ func (g *genl) request(cmd uint8, dump bool, fill func([]byte) []byte, fn func(a
 	b := fill(g.appendRequest(g.req[:0], flags, g.seq, cmd))
 	nlcodec.FinishMsg(b)
 	g.req = b
-	if err := g.sendAll(b, true); err != nil {
+	began := time.Now()
+	err := g.sendAll(b, true)
+	g.busy += time.Since(began)
+	if err != nil {
 		return err
 	}
 	rd := answerReader{seq: g.seq, dump: dump, fn: fn}
 	for !rd.done {
+		began := time.Now()
 		n, err := g.recv(true)
+		g.busy += time.Since(began)
 		if err != nil {
 			return err
 		}

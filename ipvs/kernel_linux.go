@@ -39,6 +39,8 @@ type netlinkKernel struct {
 	// listed is how many virtual servers the last listing of the table found: the next
 	// one's map is sized for as many (under mu).
 	listed int
+	// listTook is how long the kernel worked on the last listing of the table (under mu).
+	listTook time.Duration
 }
 
 // parallelReads is how many virtual servers a whole listing reads at once, at most: one dump
@@ -239,7 +241,7 @@ func (k *netlinkKernel) checkUnchanged(before map[model.VSKey]model.VSSpec) erro
 func (k *netlinkKernel) listServices() (map[model.VSKey]model.VSSpec, error) {
 	out := make(map[model.VSKey]model.VSSpec, k.listed)
 	var dup error
-	err := k.g.services(func(ls listedService) {
+	took, err := k.g.services(func(ls listedService) {
 		if !ls.ok {
 			return // a family we do not handle: not ours
 		}
@@ -254,7 +256,7 @@ func (k *netlinkKernel) listServices() (map[model.VSKey]model.VSSpec, error) {
 	if dup != nil {
 		return nil, dup
 	}
-	k.listed = len(out)
+	k.listed, k.listTook = len(out), took
 	return out, nil
 }
 
@@ -267,7 +269,7 @@ func (k *netlinkKernel) ListServicesInFlux() (map[model.VSKey]model.VSSpec, erro
 	// Sized as the last listing was: grown from empty, a map of 70,000 virtual servers
 	// allocates about twice its size on the way.
 	out := make(map[model.VSKey]model.VSSpec, k.listed)
-	err := k.g.services(func(ls listedService) {
+	took, err := k.g.services(func(ls listedService) {
 		if ls.ok {
 			out[ls.key] = ls.spec
 		}
@@ -275,8 +277,32 @@ func (k *netlinkKernel) ListServicesInFlux() (map[model.VSKey]model.VSSpec, erro
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
-	k.listed = len(out)
+	k.listed, k.listTook = len(out), took
 	return out, nil
+}
+
+// LastListingTook implements listingTimer: how long the kernel worked on this handle's last
+// listing of the table, the time its rounds held the IPVS mutex against every writer.
+func (k *netlinkKernel) LastListingTook() time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.listTook
+}
+
+// ServiceSpec implements specReader: one virtual server's spec, one request (the kernel
+// looks it up in its hash table: nothing like a listing's walk); ok is false when the
+// kernel has no such virtual server.
+func (k *netlinkKernel) ServiceSpec(key model.VSKey) (spec model.VSSpec, ok bool, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ls, err := k.g.service(key)
+	if err != nil {
+		if err = notFound(err, unix.ESRCH); errors.Is(err, ErrNotFound) {
+			return model.VSSpec{}, false, nil
+		}
+		return model.VSSpec{}, false, fmt.Errorf("get virtual server %s: %w", key, err)
+	}
+	return ls.spec, true, nil
 }
 
 // ListServices implements stepReader: the service table alone, one dump.

@@ -91,6 +91,11 @@ type Reconciler struct {
 	// it listed the table.
 	gen     uint64
 	touched map[model.VSKey]uint64
+
+	// listingAt is when the last listing of the whole table ended, and listingTook how long
+	// the kernel worked on it: when the next check lists the table (see listing.go).
+	listingAt   time.Time
+	listingTook time.Duration
 }
 
 // ShareDesired lets the reconciler keep the virtual servers given to Apply and Resync as its
@@ -166,7 +171,11 @@ func (r *Reconciler) Resync(desired map[model.VSKey]*model.VirtualServer, owned 
 func (r *Reconciler) ResyncGated(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool, gate func()) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	began := time.Now()
 	applied, shared, err := r.dump(desired)
+	if err == nil {
+		r.noteListing(r.k, r.now(), time.Since(began))
+	}
 	if gate != nil {
 		gate()
 	}
