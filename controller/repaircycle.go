@@ -249,12 +249,21 @@ func (c *Controller) endCycle() {
 	if wall > 0 {
 		share = cy.cpu.Seconds() / wall.Seconds()
 	}
-	c.log.Info("repair cycle done", "steps", cy.steps, "unchanged_services", cy.unchanged, "took", wall.Round(time.Millisecond),
+	args := []any{"steps", cy.steps, "unchanged_services", cy.unchanged, "took", wall.Round(time.Millisecond),
 		"busy", cy.busy.Round(time.Millisecond), "core_share", float64(int(share*1000))/1000,
 		"longest_step", cy.most.Round(time.Microsecond), "longest_step_kind", cy.mostKind,
 		"longest_step_phases", phaseText(cy.mostPhases), "ipvs_writes", w.IPVS, "addr_writes", w.Addresses,
 		"ipset_writes", w.SetEntries, "iptables_restores", w.Restores, "errors", st.Errors,
-		"services", st.Services, "virtual_servers", st.VirtualSrvrs)
+		"services", st.Services, "virtual_servers", st.VirtualSrvrs}
+	if l := cy.res.Listing; l != nil {
+		// The IPVS table is listed whole, which alone shows strays, only as often as its
+		// length allows (a listing holds every writer up: see ipvs/listing.go).
+		args = append(args, "ipvs_table_listed", l.Listed, "ipvs_last_listing_kernel_time", l.LastTook.Round(time.Millisecond))
+		if !l.Listed {
+			args = append(args, "ipvs_next_listing_in", time.Until(l.Next).Round(time.Second))
+		}
+	}
+	c.log.Info("repair cycle done", args...)
 	if failed {
 		c.log.Error("a repair step failed as a whole; the repair runs again after a backoff", "err", cy.res.Err)
 	}

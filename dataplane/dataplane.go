@@ -74,6 +74,17 @@ type Result struct {
 	// work running in the background (a listing); the caller may pause before the next
 	// step (see StepPause). Not merged.
 	Waiting bool
+	// Listing, from the RepairStep that began a repair's check of the IPVS table: whether
+	// the check lists the whole table (see ipvs/listing.go), for the repair's log line.
+	Listing *TableListing
+}
+
+// TableListing says whether a repair lists the whole IPVS table, which only a listing
+// shows strays in, and how long its last listing kept the kernel busy.
+type TableListing struct {
+	Listed   bool          // this repair lists the table
+	LastTook time.Duration // the kernel's time on the last listing before this repair's
+	Next     time.Time     // when a repair lists it next, if this one does not
 }
 
 // Writes counts kernel writes by part, for the sync log line and the controller's Stats.
@@ -173,6 +184,9 @@ func (r *Result) Merge(o Result) {
 	r.Phases.Firewall += o.Phases.Firewall
 	r.Phases.Addresses += o.Phases.Addresses
 	r.Phases.IPVS += o.Phases.IPVS
+	if o.Listing != nil {
+		r.Listing = o.Listing
+	}
 }
 
 // Failed is the number of failed keys, plus one if a step failed as a whole.

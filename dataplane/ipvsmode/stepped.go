@@ -121,8 +121,12 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	}
 	if sr.check == nil {
 		start := time.Now()
+		next, took := d.p.IPVS.NextListing()
 		check, err := d.p.IPVS.BeginCheck(l.VSKeys)
 		res.Phases.IPVS = time.Since(start)
+		if err == nil {
+			res.Listing = &dataplane.TableListing{Listed: check.ListsTable(), LastTook: took, Next: next}
+		}
 		if err != nil {
 			res.Err = fmt.Errorf("repairing IPVS: %w", err)
 			res.AddFailures(dataplane.SubsystemIPVS, 1)

@@ -76,6 +76,9 @@ func TestSteppedRepairLetsChangesThroughAndKeepsThem(t *testing.T) {
 	if done || res.Failed() != 0 {
 		t.Fatalf("first step: done %v, %+v", done, res)
 	}
+	if res.Listing == nil || !res.Listing.Listed {
+		t.Errorf("the step that began the IPVS check says %+v, want that it lists the table (the fake lists in no time)", res.Listing)
+	}
 
 	// A change between two steps: a new Service, and one of the listed ones deleted.
 	added, removed := tcpKey("10.96.0.7", 80), tcpKey("10.96.0.6", 80)
