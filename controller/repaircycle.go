@@ -250,7 +250,7 @@ func (c *Controller) endCycle() {
 		share = cy.cpu.Seconds() / wall.Seconds()
 	}
 	args := []any{"steps", cy.steps, "unchanged_services", cy.unchanged, "took", wall.Round(time.Millisecond),
-		"busy", cy.busy.Round(time.Millisecond), "core_share", float64(int(share*1000))/1000,
+		"busy", cy.busy.Round(time.Millisecond), "core_share", float64(int(share*1000)) / 1000,
 		"longest_step", cy.most.Round(time.Microsecond), "longest_step_kind", cy.mostKind,
 		"longest_step_phases", phaseText(cy.mostPhases), "ipvs_writes", w.IPVS, "addr_writes", w.Addresses,
 		"ipset_writes", w.SetEntries, "iptables_restores", w.Restores, "errors", st.Errors,
