@@ -23,7 +23,7 @@ import (
 // its own length ago: the listings then hold the mutex for at most 1/listingSpacing of the
 // time, and the changes they delay stay out of the 99th percentile. A small table lists
 // in milliseconds and so in every repair cycle, as before; a large one less often (at
-// 70,000 virtual servers under emulation, every 45 minutes or so). What the proxy made is
+// 70,000 virtual servers under emulation, every 40 minutes or so). What the proxy made is
 // still repaired within one cycle; a stray is found within max(one cycle, the spacing).
 const listingSpacing = 200
 
