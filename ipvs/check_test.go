@@ -41,6 +41,29 @@ func expectKernel(t *testing.T, f *FakeKernel, desired map[model.VSKey]*model.Vi
 	expectDump(t, f, slices.Collect(maps.Values(desired))...)
 }
 
+// checkSurvivesLateChanges applies changes after check c began (a spec changed, a virtual
+// server added, one deleted), as the sync loop does between the check's steps, then runs c
+// to its end in steps of budget: c must write nothing for them, and desired becomes what
+// the kernel must hold.
+func checkSurvivesLateChanges(t *testing.T, r *Reconciler, f *FakeKernel, c *Check, desired map[model.VSKey]*model.VirtualServer, budget int) {
+	t.Helper()
+	late := changes(withSpec(desired[kA], model.VSSpec{Scheduler: "wrr"}), vs(kC, "rr", "10.0.0.3:443", 1))
+	late[kD] = nil
+	if res := r.Apply(maps.Clone(late)); res.Writes != 4 || len(res.Errors) > 0 {
+		t.Fatalf("the change: %d writes, errors %v; want 4, none", res.Writes, res.Errors)
+	}
+	desired[kA], desired[kC] = late[kA], late[kC]
+	delete(desired, kD)
+	f.TakeOps()
+	for done := false; !done; {
+		var res Result
+		res, done = c.Step(budget, lookup(desired), ownAll)
+		if res.Writes != 0 || len(res.Errors) > 0 {
+			t.Fatalf("the check wrote %d times (errors %v) for virtual servers changed after it began", res.Writes, res.Errors)
+		}
+	}
+}
+
 func TestCheckRepairsOnlyDriftInBoundedSteps(t *testing.T) {
 	f := NewFakeKernel()
 	r := NewReconciler(f)
@@ -108,23 +131,7 @@ func TestCheckNeverRevertsAChangeMadeAfterItsListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The changes that land between the listing and the check's steps.
-	late := changes(withSpec(desired[kA], model.VSSpec{Scheduler: "wrr"}), vs(kC, "rr", "10.0.0.3:443", 1))
-	late[kD] = nil
-	if res := r.Apply(maps.Clone(late)); res.Writes != 4 || len(res.Errors) > 0 {
-		t.Fatalf("the change: %d writes, errors %v; want 4, none", res.Writes, res.Errors)
-	}
-	desired[kA], desired[kC] = late[kA], late[kC]
-	delete(desired, kD)
-	f.TakeOps()
-
-	for done := false; !done; {
-		var res Result
-		res, done = c.Step(10, lookup(desired), ownAll)
-		if res.Writes != 0 || len(res.Errors) > 0 {
-			t.Fatalf("the check wrote %d times (errors %v) for virtual servers changed after its listing", res.Writes, res.Errors)
-		}
-	}
+	checkSurvivesLateChanges(t, r, f, c, desired, 10)
 	if w := writesIn(f.TakeOps()); len(w) > 0 {
 		t.Fatalf("the check wrote %q", w)
 	}

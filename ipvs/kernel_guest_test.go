@@ -15,6 +15,22 @@ import (
 
 func allOwned(model.VSKey) bool { return true }
 
+// twoBackendsBehindAVIP makes, with forwarding on, two pods serving TCP 8080 (answering
+// "srv1" and "srv2") at 10.244.<net>.1 and .2 and a client pod at .20, all named after
+// name, and binds vip to a link of its own; it returns the client and vip's port 80.
+func twoBackendsBehindAVIP(t *testing.T, name string, net byte, vip netip.Addr) (*guestutil.Pod, netip.AddrPort) {
+	t.Helper()
+	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
+	pod := func(suffix string, host byte) *guestutil.Pod {
+		return guestutil.NewPod(t, name+suffix, netip.AddrFrom4([4]byte{10, 244, net, host}))
+	}
+	srv1, srv2, cli := pod("1", 1), pod("2", 2), pod("c", 20)
+	srv1.ServeTCP(t, 8080, "srv1")
+	srv2.ServeTCP(t, 8080, "srv2")
+	vipLink(t, "kt-"+name, vip)
+	return cli, netip.AddrPortFrom(vip, 80)
+}
+
 func TestGuestCreateAndReadBack(t *testing.T) {
 	k := newKernel(t)
 	r := NewReconciler(k)
@@ -61,15 +77,7 @@ func TestGuestCreateAndReadBack(t *testing.T) {
 // TCP connection through it stays open and keeps working.
 func TestGuestUpdateServiceInPlaceKeepsConnections(t *testing.T) {
 	k := newKernel(t)
-	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
-	srv1 := guestutil.NewPod(t, "upd1", netip.MustParseAddr("10.244.21.1"))
-	srv2 := guestutil.NewPod(t, "upd2", netip.MustParseAddr("10.244.21.2"))
-	cli := guestutil.NewPod(t, "updc", netip.MustParseAddr("10.244.21.20"))
-	srv1.ServeTCP(t, 8080, "srv1")
-	srv2.ServeTCP(t, 8080, "srv2")
-	vip := netip.MustParseAddr("10.97.1.1")
-	vipLink(t, "kt-upd", vip)
-	target := netip.AddrPortFrom(vip, 80)
+	cli, target := twoBackendsBehindAVIP(t, "upd", 21, netip.MustParseAddr("10.97.1.1"))
 
 	r := NewReconciler(k)
 	base := vs(key(target.String(), model.TCP), "rr", "10.244.21.1:8080", 1, "10.244.21.2:8080", 1)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
-	"github.com/kube-ipvs/kube-ipvs/test/guestutil"
 )
 
 // runCheckOn steps a check over the real kernel to its end, as the sync loop does.
@@ -48,15 +47,7 @@ func TestGuestKeyedCheckRepairsDriftAndTheListingFindsStrays(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lister.(interface{ Close() error }).Close() })
-	guestutil.WriteSysctl(t, "net.ipv4.ip_forward", "1")
-	srv1 := guestutil.NewPod(t, "key1", netip.MustParseAddr("10.244.31.1"))
-	srv2 := guestutil.NewPod(t, "key2", netip.MustParseAddr("10.244.31.2"))
-	cli := guestutil.NewPod(t, "keyc", netip.MustParseAddr("10.244.31.20"))
-	srv1.ServeTCP(t, 8080, "srv1")
-	srv2.ServeTCP(t, 8080, "srv2")
-	vip := netip.MustParseAddr("10.97.31.1")
-	vipLink(t, "kt-key", vip)
-	target := netip.AddrPortFrom(vip, 80)
+	cli, target := twoBackendsBehindAVIP(t, "key", 31, netip.MustParseAddr("10.97.31.1"))
 
 	desired := changes(
 		vs(key(target.String(), model.TCP), "rr", "10.244.31.1:8080", 1, "10.244.31.2:8080", 1),

@@ -150,20 +150,6 @@ func TestKeyedCheckNeverRevertsAChangeMadeAfterItBegan(t *testing.T) {
 	if c.ListsTable() {
 		t.Fatal("the check lists the table right after a listing of an hour")
 	}
-	late := changes(withSpec(desired[kA], model.VSSpec{Scheduler: "wrr"}), vs(kC, "rr", "10.0.0.3:443", 1))
-	late[kD] = nil
-	if res := r.Apply(maps.Clone(late)); res.Writes != 4 || len(res.Errors) > 0 {
-		t.Fatalf("the change: %d writes, errors %v; want 4, none", res.Writes, res.Errors)
-	}
-	desired[kA], desired[kC] = late[kA], late[kC]
-	delete(desired, kD)
-	f.TakeOps()
-	for done := false; !done; {
-		var res Result
-		res, done = c.Step(1, lookup(desired), ownAll)
-		if res.Writes != 0 || len(res.Errors) > 0 {
-			t.Fatalf("the check wrote %d times (errors %v) for virtual servers changed after it began", res.Writes, res.Errors)
-		}
-	}
+	checkSurvivesLateChanges(t, r, f, c, desired, 1)
 	expectKernel(t, f, desired)
 }
