@@ -19,6 +19,14 @@ stage=${1:?usage: boot.sh STAGE}
 [[ -f $stage/payload/entry ]] || die "$stage/payload/entry does not exist"
 timeout_s=${GUEST_TIMEOUT:-900}
 
+# One guest at a time on this machine: two emulated guests on two cores make every timing in
+# both of them meaningless. Boots from other checkouts (worktrees, CI) wait here too.
+exec 9>"${GUEST_LOCK:-/tmp/kube-ipvs-guest.lock}"
+if ! flock -n 9; then
+  log "another guest is running on this machine; waiting for it to stop"
+  flock 9
+fi
+
 image=$("$GUEST_DIR/image.sh")
 work=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-guest.XXXXXX")
 trap 'rm -rf "$work"' EXIT
