@@ -3,6 +3,7 @@ package controller
 import (
 	"io"
 	"net/netip"
+	"reflect"
 	"testing"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
@@ -46,7 +47,8 @@ func TestRepairCycleRebuildsOnlyServicesWhoseObjectsChanged(t *testing.T) {
 }
 
 // configKey tells configs apart by every field a build reads but Unhealthy, and sets by
-// their members, not their order.
+// their members, not their order. Every field of proxy.Config must have a change here: a
+// field added to the config and not hashed would make repair cycles skip rebuilding.
 func TestConfigKeySeesEveryBuildInput(t *testing.T) {
 	a := netip.MustParseAddr("192.0.2.1")
 	b := netip.MustParseAddr("192.0.2.2")
@@ -55,17 +57,27 @@ func TestConfigKeySeesEveryBuildInput(t *testing.T) {
 			HostAddrs: map[netip.Addr]bool{a: true, b: true}, UnavailableSchedulers: map[string]bool{"mh": true}}
 	}
 	key := configKey(base())
+	// Keyed by the field the change touches; "" for changes of several fields.
 	changes := map[string]func(*proxy.Config){
-		"scheduler":   func(c *proxy.Config) { c.DefaultScheduler = "lc" },
-		"node name":   func(c *proxy.Config) { c.NodeName = "m" },
-		"zone":        func(c *proxy.Config) { c.NodeZone = "y" },
-		"node IPs":    func(c *proxy.Config) { c.NodeIPs = []netip.Addr{a, b} },
-		"host addrs":  func(c *proxy.Config) { delete(c.HostAddrs, b) },
-		"unavailable": func(c *proxy.Config) { c.UnavailableSchedulers["sh"] = true },
-		"fallback":    func(c *proxy.Config) { c.NoSchedulers = true },
-		"no checks":   func(c *proxy.Config) { c.NoHealthChecks = true },
+		"DefaultScheduler":      func(c *proxy.Config) { c.DefaultScheduler = "lc" },
+		"NodeName":              func(c *proxy.Config) { c.NodeName = "m" },
+		"NodeZone":              func(c *proxy.Config) { c.NodeZone = "y" },
+		"NodeIPs":               func(c *proxy.Config) { c.NodeIPs = []netip.Addr{a, b} },
+		"HostAddrs":             func(c *proxy.Config) { delete(c.HostAddrs, b) },
+		"UnavailableSchedulers": func(c *proxy.Config) { c.UnavailableSchedulers["sh"] = true },
+		"NoSchedulers":          func(c *proxy.Config) { c.NoSchedulers = true },
+		"NoHealthChecks":        func(c *proxy.Config) { c.NoHealthChecks = true },
 		// A name and a zone that run together the same way differ too.
-		"boundary": func(c *proxy.Config) { c.NodeName, c.NodeZone = "nz", "" },
+		"": func(c *proxy.Config) { c.NodeName, c.NodeZone = "nz", "" },
+	}
+	// Unhealthy is left out on purpose: a Service with a health check is always rebuilt (see
+	// unchanged), so its verdicts need no key.
+	fields := reflect.TypeOf(proxy.Config{})
+	for i := range fields.NumField() {
+		name := fields.Field(i).Name
+		if _, ok := changes[name]; !ok && name != "Unhealthy" {
+			t.Errorf("proxy.Config.%s has no change in this test: hash it in configKey and add it here", name)
+		}
 	}
 	for what, change := range changes {
 		cfg := base()
