@@ -17,7 +17,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/internal/nlcodec"
 	"github.com/kube-ipvs/kube-ipvs/internal/nlsock"
-	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
 // Why our own messages instead of vishvananda/netlink's Ipset* calls (v1.3.1): its
@@ -52,14 +51,12 @@ type NetlinkKernel struct {
 	bufMu sync.Mutex
 	buf   []byte
 
-	// background: the handle lists beside the sync loop (NewBackgroundKernel), and its
-	// listings park while a change is applied.
-	background bool
-
-	// rbuf receives a listing's datagrams, reused (held under the socket's lock): the
-	// library's receive allocates 64 KiB per datagram, 40 MB of garbage per listing of the
-	// hairpin set at 50,000 Services, every repair cycle.
-	rbuf []byte
+	// in receives a listing's datagrams into one reused buffer (held under the socket's
+	// lock): the library's receive allocates 64 KiB per datagram, 40 MB of garbage per
+	// listing of the hairpin set at 50,000 Services, every repair cycle. Created at the
+	// first listing; in.Background: the handle lists beside the sync loop
+	// (NewBackgroundKernel), and its listings park while a change is applied.
+	in *nlsock.Receiver
 }
 
 // listTimeout bounds the wait for each datagram of a listing, as the socket's receive
@@ -101,13 +98,13 @@ func NewBackgroundKernel() (*NetlinkKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.background = true
+	k.in = nlsock.NewReceiver(k.sock.Socket.GetFd(), true)
 	return k, nil
 }
 
 // Pause is where a listing through k gives way between two messages.
 func (k *NetlinkKernel) Pause() {
-	foreground.YieldIf(k.background)
+	foreground.YieldIf(k.in != nil && k.in.Background)
 }
 
 // Close closes the socket.
@@ -439,9 +436,9 @@ func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)
 
 // dump sends a dump request and calls fn with the payload of each answer until the kernel
 // is done, fn returns false, or an error comes; as the library's ExecuteIter, but through
-// one reused receive buffer (rbuf). The answers to an earlier request are passed over by
-// their sequence number. A dump the kernel reports interrupted returns nl.ErrDumpInterrupted
-// (its answers were all read).
+// one reused receive buffer (nlsock.Receiver). The answers to an earlier request are passed
+// over by their sequence number. A dump the kernel reports interrupted returns
+// nl.ErrDumpInterrupted (its answers were all read).
 func (k *NetlinkKernel) dump(req *nl.NetlinkRequest, fn func(payload []byte) bool) error {
 	s := k.sock.Socket
 	req.Seq = atomic.AddUint32(&k.sock.Seq, 1)
@@ -450,237 +447,27 @@ func (k *NetlinkKernel) dump(req *nl.NetlinkRequest, fn func(payload []byte) boo
 	if err := s.Send(req); err != nil {
 		return err
 	}
-	if k.rbuf == nil {
-		k.rbuf = make([]byte, 1<<16) // the kernel sends dump datagrams of 32 KiB at most
+	if k.in == nil {
+		k.in = nlsock.NewReceiver(s.GetFd(), false)
 	}
-	var (
-		done, intr, stop bool
-		kerr             error
-	)
-	take := func(m nlcodec.Msg) error {
-		if m.Seq != req.Seq || done {
-			return nil
-		}
-		if m.Flags&unix.NLM_F_DUMP_INTR != 0 {
-			intr = true
-		}
-		switch {
-		case m.Type == unix.NLMSG_DONE:
-			done = true
-			if len(m.Payload) >= 4 {
-				kerr = nlcodec.AckError(m.Payload)
-			}
-		case m.Type == unix.NLMSG_ERROR:
-			done = true
-			kerr = nlcodec.AckError(m.Payload)
-		case !stop:
-			stop = !fn(m.Payload)
+	a := nlsock.Answers{Seq: req.Seq, Dump: true, Each: func(payload []byte) error {
+		if !fn(payload) {
+			return errStopped
 		}
 		return nil
+	}}
+	// A set of half a million entries lists for seconds, in a repair's background: give the
+	// P to the sync loop (and the informers) between datagrams, or a change waits behind the
+	// listing (see the yield in package ipvs' dumps); a background listing parks while a
+	// change is applied, which holds the kernel's next datagram back too.
+	if err := k.in.Read(&a, listTimeout, k.Pause); err != nil {
+		return err
 	}
-	deadline := time.Now().Add(listTimeout)
-	for !done {
-		n, err := k.recv(deadline)
-		if err != nil {
-			return err
-		}
-		if err := nlcodec.EachMsg(k.rbuf[:n], take); err != nil {
-			return err
-		}
-		// A set of half a million entries lists for seconds, in a repair's background:
-		// give the P to the sync loop (and the informers) between datagrams, or a change
-		// waits behind the listing (see the yield in package ipvs' dumps); a background
-		// listing parks while a change is applied, which holds the kernel's next datagram
-		// back too.
-		k.Pause()
-	}
-	switch {
-	case kerr != nil:
-		return kerr
-	case intr:
-		return nl.ErrDumpInterrupted
+	if err := a.Err(nl.ErrDumpInterrupted); !errors.Is(err, errStopped) {
+		return err
 	}
 	return nil
 }
 
-// recv receives one datagram into rbuf, waiting for it until deadline (the socket is
-// non-blocking). A background handle receives through the runtime's wrapper (nlsock.Recv:
-// each receive runs the kernel's next round of the dump, and the P must not be held for it).
-func (k *NetlinkKernel) recv(deadline time.Time) (int, error) {
-	fd := k.sock.Socket.GetFd()
-	receive := nlsock.QuickRecv
-	if k.background {
-		receive = nlsock.Recv
-	}
-	for {
-		n, err := receive(fd, k.rbuf)
-		switch {
-		case err == nil:
-			return n, nil
-		case err == unix.EINTR:
-		case err == unix.EAGAIN:
-			if err := nlsock.WaitReadable(fd, deadline); err != nil {
-				return 0, err
-			}
-		default:
-			return 0, err
-		}
-	}
-}
-
-func merge(into *Header, h Header) {
-	if into.Type == "" {
-		into.Type, into.Family = h.Type, h.Family
-	}
-	if h.HashSize != 0 || h.MaxElem != 0 || h.PortTo != 0 {
-		into.HashSize, into.MaxElem, into.PortFrom, into.PortTo = h.HashSize, h.MaxElem, h.PortFrom, h.PortTo
-		into.Entries, into.References = h.Entries, h.References
-	}
-}
-
-// parseSetMessage reads one message of a list dump: the set's name and header (the header
-// only in the set's first message) and, with withEntries, its entries, appended to es (a
-// listing reuses one slice for all its messages: a new one per message was half of what a
-// repair cycle allocated at 50,000 Services).
-func parseSetMessage(m []byte, withEntries bool, es []firewall.Entry) (Header, []firewall.Entry, error) {
-	var h Header
-	attrs, err := nlcodec.PayloadAttrs(m)
-	if err != nil {
-		return h, nil, err
-	}
-	err = nlcodec.EachAttr(attrs, func(a nlcodec.Attr) error {
-		switch a.Type {
-		case nl.IPSET_ATTR_SETNAME:
-			h.Name = firewall.SetName(nlcodec.CString(a.Value))
-		case nl.IPSET_ATTR_TYPENAME:
-			h.Type = firewall.SetType(nlcodec.CString(a.Value))
-		case nl.IPSET_ATTR_FAMILY:
-			p, err := a.U8()
-			h.Family = familyOf(p)
-			return err
-		case nl.IPSET_ATTR_DATA:
-			return parseHeaderData(a.Value, &h)
-		case nl.IPSET_ATTR_ADT:
-			if withEntries {
-				return parseADT(a.Value, func(e firewall.Entry) { es = append(es, e) })
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return h, nil, err
-	}
-	if h.Name == "" {
-		return h, nil, errors.New("message without a set name")
-	}
-	return h, es, nil
-}
-
-// parseHeaderData reads the IPSET_ATTR_DATA of a set's header.
-func parseHeaderData(b []byte, h *Header) error {
-	return nlcodec.EachAttr(b, func(a nlcodec.Attr) error {
-		var err error
-		switch a.Type {
-		case nl.IPSET_ATTR_HASHSIZE:
-			h.HashSize, err = a.BE32()
-		case nl.IPSET_ATTR_MAXELEM:
-			h.MaxElem, err = a.BE32()
-		case nl.IPSET_ATTR_ELEMENTS:
-			h.Entries, err = a.BE32()
-		case nl.IPSET_ATTR_REFERENCES:
-			h.References, err = a.BE32()
-		case nl.IPSET_ATTR_PORT_FROM:
-			h.PortFrom, err = a.BE16()
-		case nl.IPSET_ATTR_PORT_TO:
-			h.PortTo, err = a.BE16()
-		case nl.IPSET_ATTR_CADT_FLAGS:
-			var f uint32
-			f, err = a.BE32()
-			h.SkbInfo = f&nl.IPSET_FLAG_WITH_SKBINFO != 0
-		}
-		return err
-	})
-}
-
-// parseADT reads the entries of an IPSET_ATTR_ADT.
-func parseADT(b []byte, fn func(firewall.Entry)) error {
-	return nlcodec.EachAttr(b, func(a nlcodec.Attr) error {
-		if a.Type != nl.IPSET_ATTR_DATA {
-			return nil
-		}
-		e, err := parseEntry(a.Value)
-		if err == nil {
-			fn(e)
-		}
-		return err
-	})
-}
-
-func parseEntry(b []byte) (firewall.Entry, error) {
-	var e firewall.Entry
-	var ip2 netip.Addr
-	cidr, cidr2 := -1, -1
-	err := nlcodec.EachAttr(b, func(a nlcodec.Attr) error {
-		var err error
-		var v uint8
-		switch a.Type {
-		case nl.IPSET_ATTR_IP:
-			e.IP, err = nestedAddr(a.Value)
-		case nl.IPSET_ATTR_IP2:
-			ip2, err = nestedAddr(a.Value)
-		case nl.IPSET_ATTR_CIDR:
-			v, err = a.U8()
-			cidr = int(v)
-		case nl.IPSET_ATTR_CIDR2:
-			v, err = a.U8()
-			cidr2 = int(v)
-		case nl.IPSET_ATTR_PORT:
-			e.Port, err = a.BE16()
-		case nl.IPSET_ATTR_PROTO:
-			v, err = a.U8()
-			e.Proto = model.Protocol(v)
-		case nl.IPSET_ATTR_SKBMARK:
-			var m uint64
-			m, err = a.BE64()
-			e.Mark = uint32(m >> 32)
-		}
-		return err
-	})
-	if err != nil {
-		return e, err
-	}
-	switch {
-	case e.IP.IsValid() && cidr >= 0: // hash:net
-		p, err := e.IP.Prefix(cidr)
-		if err != nil {
-			return e, fmt.Errorf("entry with network %s/%d: %w", e.IP, cidr, err)
-		}
-		e.IP, e.Net = netip.Addr{}, p
-	case ip2.IsValid() && cidr2 >= 0:
-		p, err := ip2.Prefix(cidr2)
-		if err != nil {
-			return e, fmt.Errorf("entry with network %s/%d: %w", ip2, cidr2, err)
-		}
-		e.Net = p
-	case ip2.IsValid():
-		e.IP2 = ip2
-	}
-	return e, nil
-}
-
-// nestedAddr reads an IPSET_ATTR_IP or IPSET_ATTR_IP2: one nested address attribute.
-func nestedAddr(b []byte) (netip.Addr, error) {
-	var addr netip.Addr
-	err := nlcodec.EachAttr(b, func(a nlcodec.Attr) error {
-		switch {
-		case a.Type == nl.IPSET_ATTR_IPADDR_IPV4 && len(a.Value) == 4:
-			addr = netip.AddrFrom4([4]byte(a.Value))
-		case a.Type == nl.IPSET_ATTR_IPADDR_IPV6 && len(a.Value) == 16:
-			addr = netip.AddrFrom16([16]byte(a.Value))
-		case a.Type == nl.IPSET_ATTR_IPADDR_IPV4 || a.Type == nl.IPSET_ATTR_IPADDR_IPV6:
-			return fmt.Errorf("%w: address attribute of %d bytes", nlcodec.ErrMalformed, len(a.Value))
-		}
-		return nil
-	})
-	return addr, err
-}
+// errStopped ends the calls of a dump's callback once it returned false.
+var errStopped = errors.New("listing stopped by its reader")

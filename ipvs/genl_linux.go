@@ -49,16 +49,14 @@ type genl struct {
 	queued   []queuedMsg
 	sent     int           // writes of the open batch already sent
 	failed   []failedWrite // their failures, by index in the batch
-	rbuf     []byte
+	// in receives the answers; its Busy, with the read requests' sends added, is about how
+	// long the kernel worked on them (a dump's rounds run inside the receives), which is
+	// what a listing of the table makes writers wait for. in.Background: the socket lists
+	// beside the sync loop (NewBackgroundKernel), and its dumps park while a change is
+	// applied.
+	in       *nlsock.Receiver
 	req      []byte // a read request's message, reused (a repair reads 70,000 at 50,000 Services)
-	syscalls uint64 // sends, receives and waits so far (what batching saves; tests read it)
-	// background: the socket lists beside the sync loop (NewBackgroundKernel), and its
-	// dumps park while a change is applied.
-	background bool
-	// busy is the time spent in the sends and receives of read requests, parks between a
-	// dump's datagrams left out: about how long the kernel worked on them (a dump's rounds
-	// run inside the receives), which is what a listing of the table makes writers wait for.
-	busy time.Duration
+	syscalls uint64 // sends so far; with in's receives and waits, what batching saves (tests read it)
 }
 
 // failedWrite is the failure of the i-th write of a batch.
@@ -102,7 +100,7 @@ func newGenl(ns netns.NsHandle) (*genl, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open a generic netlink socket: %w", err)
 	}
-	g := &genl{sock: sock, fd: sock.GetFd(), family: fam, rbuf: make([]byte, 64<<10)}
+	g := &genl{sock: sock, fd: sock.GetFd(), family: fam, in: nlsock.NewReceiver(sock.GetFd(), false)}
 	if err := unix.SetsockoptInt(g.fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1); err != nil {
 		sock.Close()
 		return nil, fmt.Errorf("generic netlink socket: NETLINK_CAP_ACK: %w", err)
@@ -139,7 +137,7 @@ func (g *genl) setReceiveBuffer(n int) error { return g.sock.SetReceiveBufferSiz
 func (g *genl) systemCalls() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.syscalls
+	return g.syscalls + g.in.SystemCalls
 }
 
 // startBatch queues the writes that follow until flush.
@@ -278,54 +276,25 @@ func (g *genl) collect(index map[uint32]int, results []error, answered []bool, l
 		return nil
 	}
 	for {
-		n, err := g.recv(true)
+		n, err := g.in.Receive(true, replyTimeout)
 		if errors.Is(err, unix.ENOBUFS) {
 			for {
-				n, err := g.recv(false)
+				n, err := g.in.Receive(false, replyTimeout)
 				if err != nil {
 					break // EAGAIN: nothing more queued
 				}
-				_ = nlcodec.EachMsg(g.rbuf[:n], take) // best effort: the rest is unknown anyway
+				_ = nlcodec.EachMsg(g.in.Buf[:n], take) // best effort: the rest is unknown anyway
 			}
 			return unix.ENOBUFS
 		}
 		if err != nil {
 			return err
 		}
-		if err := nlcodec.EachMsg(g.rbuf[:n], take); err != nil {
+		if err := nlcodec.EachMsg(g.in.Buf[:n], take); err != nil {
 			return err
 		}
 		if done {
 			return nil
-		}
-	}
-}
-
-// recv reads one datagram of answers into rbuf. With wait it waits for one up to
-// replyTimeout; without, it returns EAGAIN when none is queued. The socket is non-blocking
-// (vishvananda/netlink's sockets are), and the kernel has usually queued the answer before
-// the send returned, so a wait rarely costs a second system call.
-func (g *genl) recv(wait bool) (int, error) {
-	deadline := time.Now().Add(replyTimeout)
-	for {
-		g.syscalls++
-		receive := nlsock.QuickRecv
-		if g.background {
-			receive = nlsock.Recv // see there: a dump round of the whole table is long
-		}
-		n, err := receive(g.fd, g.rbuf)
-		switch {
-		case err == nil:
-			return n, nil
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN && wait:
-			g.syscalls++
-			if err := nlsock.WaitReadable(g.fd, deadline); err != nil {
-				return 0, err
-			}
-		default:
-			return 0, err
 		}
 	}
 }
@@ -361,72 +330,27 @@ func (g *genl) request(cmd uint8, dump bool, fill func([]byte) []byte, fn func(a
 	g.req = b
 	began := time.Now()
 	err := g.sendAll(b, true)
-	g.busy += time.Since(began)
+	g.in.Busy += time.Since(began)
 	if err != nil {
 		return err
 	}
-	rd := answerReader{seq: g.seq, dump: dump, fn: fn}
-	for !rd.done {
-		began := time.Now()
-		n, err := g.recv(true)
-		g.busy += time.Since(began)
+	rd := nlsock.Answers{Seq: g.seq, Dump: dump, Each: func(payload []byte) error {
+		attrs, err := nlcodec.PayloadAttrs(payload)
 		if err != nil {
 			return err
 		}
-		if err := nlcodec.EachMsg(g.rbuf[:n], rd.take); err != nil {
-			return err
-		}
-		if dump {
-			// A listing of the whole table runs for seconds beside the sync loop (a repair's
-			// listing in the background): without a yield per datagram, a change's sync sat
-			// runnable behind it for hundreds of milliseconds on two CPUs (execution trace,
-			// 50,000 Services). A background listing parks here while a change is applied,
-			// which also holds the kernel's next round of the dump back.
-			foreground.YieldIf(g.background)
-		}
+		return fn(attrs)
+	}}
+	// A listing of the whole table runs for seconds beside the sync loop (a repair's
+	// listing in the background): without a yield per datagram, a change's sync sat
+	// runnable behind it for hundreds of milliseconds on two CPUs (execution trace, 50,000
+	// Services). A background listing parks there while a change is applied, which also
+	// holds the kernel's next round of the dump back.
+	if err := g.in.Read(&rd, replyTimeout, g.yield); err != nil {
+		return err
 	}
-	return rd.err
+	return rd.Err(ErrDumpInterrupted)
 }
 
-// answerReader reads the answers to one read request (see request).
-type answerReader struct {
-	seq  uint32
-	dump bool
-	fn   func(attrs []byte) error
-	done bool
-	err  error // the first error of the answers, or of fn
-}
-
-func (r *answerReader) take(m nlcodec.Msg) error {
-	if m.Seq != r.seq || r.done {
-		return nil
-	}
-	if r.dump && m.Flags&unix.NLM_F_DUMP_INTR != 0 {
-		r.fail(ErrDumpInterrupted)
-	}
-	switch {
-	case m.Type == unix.NLMSG_DONE && r.dump:
-		r.done = true
-	case m.Type == unix.NLMSG_ERROR:
-		r.done = true
-		if err := nlcodec.AckError(m.Payload); err != nil {
-			r.fail(err)
-		} else if !r.dump {
-			r.fail(errors.New("no answer"))
-		}
-	default:
-		r.done = !r.dump
-		attrs, err := nlcodec.PayloadAttrs(m.Payload)
-		if err == nil && r.err == nil {
-			err = r.fn(attrs)
-		}
-		r.fail(err)
-	}
-	return nil
-}
-
-func (r *answerReader) fail(err error) {
-	if r.err == nil {
-		r.err = err
-	}
-}
+// yield is where a dump gives way between datagrams (see request).
+func (g *genl) yield() { foreground.YieldIf(g.in.Background) }

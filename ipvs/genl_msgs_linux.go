@@ -217,14 +217,14 @@ func addrOf(b []byte, af uint16) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// services dumps the service table; took is how long the kernel worked on it (genl.busy).
+// services dumps the service table; took is how long the kernel worked on it (genl.in.Busy).
 func (g *genl) services(fn func(listedService)) (took time.Duration, err error) {
 	g.mu.Lock()
-	before := g.busy
+	before := g.in.Busy
 	g.mu.Unlock()
 	defer func() {
 		g.mu.Lock()
-		took = g.busy - before
+		took = g.in.Busy - before
 		g.mu.Unlock()
 	}()
 	return 0, g.dump(cmdGetService, func(b []byte) []byte { return b }, func(attrs []byte) error {

@@ -98,7 +98,7 @@ func NewBackgroundKernel() (Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.g.background = true
+	k.g.in.Background = true
 	return k, nil
 }
 
