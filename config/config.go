@@ -54,9 +54,15 @@ const (
 	FlagCleanupKubeProxy = "cleanup-kube-proxy"
 )
 
-// NodePortAddressesPrimary is kube-proxy's special nodePortAddresses value: NodePorts only on
-// the Node object's primary IPs. It is passed on as the single value of --nodeport-addresses.
-const NodePortAddressesPrimary = "primary"
+// kube-proxy's keywords in nodePortAddresses (and --nodeport-addresses), besides CIDRs.
+const (
+	// NodePortAddressesPrimary: the Node object's primary IPs (its InternalIPs).
+	NodePortAddressesPrimary = "primary"
+	// NodePortAddressesAll: every usable node address, as an empty list.
+	NodePortAddressesAll = "all"
+	// NodePortAddressesLocalhost (127.0.0.0/8 and ::1) is refused: IPVS cannot serve it.
+	NodePortAddressesLocalhost = "localhost"
+)
 
 // Settings are the values a configuration file gives to `kube-ipvs run` flags.
 type Settings struct {

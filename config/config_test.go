@@ -56,39 +56,61 @@ excludeCIDRs:
 - 192.168.200.0/24
 serviceCIDRs: [10.96.0.0/12, "fd00:96::/108"]
 cleanupKubeProxy: true
+detectLocalMode: InterfaceNamePrefix
+podBridgeInterface: cbr0
+podInterfaceNamePrefix: veth
+masqueradeBit: 15
+bindAddress: 192.168.1.10
+bindAddressHardFail: true
+kubeAPIQPS: 20
+kubeAPIBurst: 40
+kubeAPIContentType: application/vnd.kubernetes.protobuf
+kubeAPIAcceptContentTypes: application/json
+configSyncPeriod: 15m
 `
 	s, warnings := parseOK(t, doc)
 	if len(warnings) != 0 {
 		t.Errorf("warnings: %q", warnings)
 	}
 	want := map[string]string{
-		"kubeconfig":                   "/etc/kubernetes/kube-ipvs.conf",
-		"manifests":                    "/srv/manifests",
-		"hostname-override":            "worker-1",
-		"scheduler":                    "wlc",
-		"sync-period":                  "1m0s",
-		"min-sync-period":              "500ms",
-		"repair-step":                  "50",
-		"nodeport-addresses":           "10.0.0.0/8,fd00::/64",
-		"service-node-port-range":      "20000-22767",
-		"dummy-interface":              "ipvs0",
-		"vip-binding":                  "route",
-		"graceful-termination-timeout": "2m30s",
-		"ipvs-tcp-timeout":             "15m0s",
-		"ipvs-tcpfin-timeout":          "2m0s",
-		"ipvs-udp-timeout":             "5m0s",
-		"strict-arp":                   "true",
-		"ipvs-rate-estimation":         "off",
-		"healthz-bind-address":         "[::]:10256",
-		"metrics-bind-address":         "0.0.0.0:10249",
-		"state-socket":                 "/run/kipvs/s.sock",
-		"handover-file":                "/run/kipvs/handover",
-		"log-level":                    "debug",
-		"cluster-cidr":                 "10.244.0.0/16,fd00:10:244::/56",
-		"masquerade-all":               "true",
-		"exclude-cidrs":                "192.168.100.0/24,192.168.200.0/24",
-		"service-cidr":                 "10.96.0.0/12,fd00:96::/108",
-		"cleanup-kube-proxy":           "true",
+		"kubeconfig":                    "/etc/kubernetes/kube-ipvs.conf",
+		"manifests":                     "/srv/manifests",
+		"hostname-override":             "worker-1",
+		"scheduler":                     "wlc",
+		"sync-period":                   "1m0s",
+		"min-sync-period":               "500ms",
+		"repair-step":                   "50",
+		"nodeport-addresses":            "10.0.0.0/8,fd00::/64",
+		"service-node-port-range":       "20000-22767",
+		"dummy-interface":               "ipvs0",
+		"vip-binding":                   "route",
+		"graceful-termination-timeout":  "2m30s",
+		"ipvs-tcp-timeout":              "15m0s",
+		"ipvs-tcpfin-timeout":           "2m0s",
+		"ipvs-udp-timeout":              "5m0s",
+		"strict-arp":                    "true",
+		"ipvs-rate-estimation":          "off",
+		"healthz-bind-address":          "[::]:10256",
+		"metrics-bind-address":          "0.0.0.0:10249",
+		"state-socket":                  "/run/kipvs/s.sock",
+		"handover-file":                 "/run/kipvs/handover",
+		"log-level":                     "debug",
+		"cluster-cidr":                  "10.244.0.0/16,fd00:10:244::/56",
+		"masquerade-all":                "true",
+		"exclude-cidrs":                 "192.168.100.0/24,192.168.200.0/24",
+		"service-cidr":                  "10.96.0.0/12,fd00:96::/108",
+		"cleanup-kube-proxy":            "true",
+		"detect-local-mode":             "InterfaceNamePrefix",
+		"pod-bridge-interface":          "cbr0",
+		"pod-interface-name-prefix":     "veth",
+		"iptables-masquerade-bit":       "15",
+		"bind-address":                  "192.168.1.10",
+		"bind-address-hard-fail":        "true",
+		"kube-api-qps":                  "20",
+		"kube-api-burst":                "40",
+		"kube-api-content-type":         "application/vnd.kubernetes.protobuf",
+		"kube-api-accept-content-types": "application/json",
+		"config-sync-period":            "15m0s",
 	}
 	if s.Kind != Kind {
 		t.Errorf("Kind = %q", s.Kind)
@@ -171,7 +193,16 @@ func TestOwnFormatInvalidValues(t *testing.T) {
 		{"scheduler: [rr]", `scheduler: ["rr"] is not a string`},
 		{"nodePortAddresses: [10.0.0.0/8, bogus]", `nodePortAddresses[1]: "bogus" is not a CIDR`},
 		{"nodePortAddresses: 10.0.0.0/8", `nodePortAddresses: "10.0.0.0/8" is not a list`},
-		{"nodePortAddresses: [primary, 10.0.0.0/8]", `nodePortAddresses[0]: "primary" must be the only entry`},
+		{"nodePortAddresses: [10.0.0.0/8, localhost]", `nodePortAddresses[1]: "localhost" is not supported: NodePorts on loopback addresses exist only in kube-proxy's iptables and nftables modes; IPVS cannot serve them`},
+		{"nodePortAddresses: [primary, public]", `nodePortAddresses[1]: "public" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64) (or one of the keywords primary, all)`},
+		{"detectLocalMode: PodCIDR", `detectLocalMode: "PodCIDR": not a local traffic detection mode`},
+		{"podInterfaceNamePrefix: veth+", `podInterfaceNamePrefix: "veth+" is not the start of a Linux interface name`},
+		{"podBridgeInterface: a-very-long-bridge-name", `podBridgeInterface: "a-very-long-bridge-name" is not a Linux interface name`},
+		{"masqueradeBit: 0", `masqueradeBit: 0: kube-ipvs can use bit 14 (the default) or 15 only`},
+		{"bindAddress: node-1", `bindAddress: "node-1": not an IP address`},
+		{"kubeAPIQPS: -1", `kubeAPIQPS: -1 must be a number, 0 or more`},
+		{"kubeAPIBurst: -1", `kubeAPIBurst: -1 must be a whole number, 0 or more`},
+		{"configSyncPeriod: -1s", `configSyncPeriod: "-1s" must not be negative`},
 		{"serviceNodePortRange: 32767-30000", `serviceNodePortRange: "32767-30000": the low port 32767 is above the high port 30000`},
 		{"serviceNodePortRange: \"30000\"", `serviceNodePortRange: "30000": want LOW-HIGH`},
 		{"serviceNodePortRange: 0-100", `serviceNodePortRange: "0-100": want LOW-HIGH`},
@@ -336,9 +367,9 @@ func TestKubeProxyMode(t *testing.T) {
 	}
 }
 
-func TestKubeProxyNotAppliedFieldsInOneWarningLine(t *testing.T) {
+func TestKubeProxyIgnoredFieldsInOneWarningLine(t *testing.T) {
 	doc := kpHeader + `
-bindAddress: 10.0.0.5
+bindAddress: 0.0.0.0
 detectLocalMode: InterfaceNamePrefix
 detectLocal:
   bridgeInterface: ""
@@ -374,23 +405,91 @@ ipvs:
   strictARP: true
 `
 	s, warnings := parseOK(t, doc)
-	want := "kube-proxy configuration: fields set but not applied by kube-ipvs: bindAddress, " +
-		"clientConnection.burst, clientConnection.qps, conntrack.maxPerCore, conntrack.min, " +
-		"conntrack.tcpEstablishedTimeout, detectLocal.interfaceNamePrefix, detectLocalMode, enableProfiling, " +
-		"featureGates.SomeAlphaFeature, featureGates.SomeBetaFeature, iptables.masqueradeBit, iptables.minSyncPeriod, " +
-		"iptables.syncPeriod, logging.format, logging.verbosity, oomScoreAdj, serviceProxyName"
-	if len(warnings) != 1 || warnings[0] != want {
-		t.Errorf("warnings:\n%s\nwant exactly:\n%s", strings.Join(warnings, "\n"), want)
+	want := []string{
+		"kube-proxy configuration: fields kube-ipvs deliberately ignores (see docs/kubeproxyconfiguration.md for why): " +
+			"enableProfiling, featureGates.SomeAlphaFeature, featureGates.SomeBetaFeature, iptables.minSyncPeriod, " +
+			"iptables.syncPeriod, serviceProxyName",
+		"kube-proxy configuration: fields set but not applied by kube-ipvs: conntrack.maxPerCore, conntrack.min, " +
+			"conntrack.tcpEstablishedTimeout, logging.format, logging.verbosity, oomScoreAdj",
 	}
-	wantValues := map[string]string{"strict-arp": "true", "kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"}
+	if !slices.Equal(warnings, want) {
+		t.Errorf("warnings:\n%s\nwant exactly:\n%s", strings.Join(warnings, "\n"), strings.Join(want, "\n"))
+	}
+	wantValues := map[string]string{"strict-arp": "true", "kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf",
+		"detect-local-mode": "InterfaceNamePrefix", "pod-interface-name-prefix": "veth", "iptables-masquerade-bit": "14",
+		"kube-api-qps": "50", "kube-api-burst": "100"}
 	if !maps.Equal(s.Values, wantValues) {
 		t.Errorf("values %v, want %v", s.Values, wantValues)
 	}
 
 	// Old files have featureGates as one string.
 	_, warnings = parseOK(t, kpHeader+"featureGates: SupportIPVSProxyMode=true\n")
-	if len(warnings) != 1 || !strings.HasSuffix(warnings[0], "not applied by kube-ipvs: featureGates") {
+	if len(warnings) != 1 || !strings.HasSuffix(warnings[0], "for why): featureGates") {
 		t.Errorf("featureGates string: %q", warnings)
+	}
+}
+
+// TestKubeProxyFieldTableIsCommitted fails when docs/kubeproxyconfiguration.md is not what
+// the field table generates: run go generate ./config.
+func TestKubeProxyFieldTableIsCommitted(t *testing.T) {
+	got, err := os.ReadFile("../docs/kubeproxyconfiguration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != KubeProxyFieldTable() {
+		t.Error("docs/kubeproxyconfiguration.md differs from the field table in config/kubeproxy.go: run go generate ./config and commit the result")
+	}
+}
+
+func TestKubeProxyFieldsSortedAndDocumented(t *testing.T) {
+	for i, f := range kubeProxyFields {
+		if i > 0 && kubeProxyFields[i-1].path >= f.path {
+			t.Errorf("kubeProxyFields: %q after %q: keep the entries sorted by path, one per field", f.path, kubeProxyFields[i-1].path)
+		}
+		if f.doc == "" {
+			t.Errorf("%s: no doc", f.path)
+		}
+		if (f.status == kpHonoured) != (f.read != nil) {
+			t.Errorf("%s: an honoured field, and only one, has a reader", f.path)
+		}
+		if kpMappings[f.path] {
+			t.Errorf("%s is both a field and a mapping of fields", f.path)
+		}
+	}
+}
+
+func TestKubeProxyRefusedFields(t *testing.T) {
+	_, _, err := Parse([]byte(kpHeader + "iptables: {snatNodeInternalIP: true}\n"))
+	if err == nil || !strings.Contains(err.Error(), "iptables.snatNodeInternalIP: true is not supported: kube-ipvs masquerades to the address of the interface") {
+		t.Errorf("snatNodeInternalIP: %v", err)
+	}
+	parseOK(t, kpHeader+"iptables: {snatNodeInternalIP: false}\n")
+}
+
+func TestKubeProxyNewlyHonouredFields(t *testing.T) {
+	cases := []struct {
+		doc  string
+		want map[string]string
+	}{
+		{"detectLocalMode: NodeCIDR", map[string]string{"detect-local-mode": "NodeCIDR"}},
+		{"detectLocalMode: BridgeInterface\ndetectLocal: {bridgeInterface: cbr0}", map[string]string{"detect-local-mode": "BridgeInterface", "pod-bridge-interface": "cbr0"}},
+		{"detectLocal: {clusterCIDRs: [10.244.0.0/16, \"fd00:10:244::/56\"]}", map[string]string{"cluster-cidr": "10.244.0.0/16,fd00:10:244::/56"}},
+		{"clusterCIDR: 10.1.0.0/16\ndetectLocal: {clusterCIDRs: [10.244.0.0/16]}", map[string]string{"cluster-cidr": "10.1.0.0/16"}},
+		{"nodePortAddresses: [primary, 10.0.0.0/8]", map[string]string{"nodeport-addresses": "primary,10.0.0.0/8"}},
+		{"nodePortAddresses: [all]", map[string]string{"nodeport-addresses": "all"}},
+		{"iptables: {masqueradeBit: 15}", map[string]string{"iptables-masquerade-bit": "15"}},
+		{"bindAddress: 192.168.1.10", map[string]string{"bind-address": "192.168.1.10"}},
+		{"bindAddress: \"::\"", map[string]string{}},
+		{"bindAddressHardFail: true", map[string]string{"bind-address-hard-fail": "true"}},
+		{"clientConnection: {qps: 7.5, burst: 20, contentType: application/vnd.kubernetes.protobuf, acceptContentTypes: application/json}",
+			map[string]string{"kube-api-qps": "7.5", "kube-api-burst": "20", "kube-api-content-type": "application/vnd.kubernetes.protobuf", "kube-api-accept-content-types": "application/json"}},
+		{"configSyncPeriod: 15m", map[string]string{"config-sync-period": "15m0s"}},
+	}
+	for _, tc := range cases {
+		s, warnings := parseOK(t, kpHeader+tc.doc+"\n")
+		if !maps.Equal(s.Values, tc.want) || len(warnings) != 0 {
+			t.Errorf("%s:\n got %v %q\nwant %v", tc.doc, s.Values, warnings, tc.want)
+		}
 	}
 }
 
@@ -439,7 +538,15 @@ func TestKubeProxyInvalidValues(t *testing.T) {
 		{"ipvs: rr", `ipvs: "rr" is not a mapping of fields`},
 		{"syncPeriod: 3x", `syncPeriod: "3x" is not a duration`},
 		{"clusterCIDR: 10.244.0.0", `clusterCIDR: "10.244.0.0" is not a CIDR`},
-		{"nodePortAddresses: [primary, 10.0.0.0/8]", `nodePortAddresses[0]: "primary" must be the only entry`},
+		{"nodePortAddresses: [10.0.0.0/8, localhost]", `nodePortAddresses[1]: "localhost" is not supported: NodePorts on loopback addresses exist only in kube-proxy's iptables and nftables modes; IPVS cannot serve them`},
+		{"nodePortAddresses: [primary, public]", `nodePortAddresses[1]: "public" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64) (or one of the keywords primary, all)`},
+		{"detectLocalMode: PodCIDR", `detectLocalMode: "PodCIDR": not a local traffic detection mode; use ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix`},
+		{"detectLocal: {interfaceNamePrefix: veth+}", `detectLocal.interfaceNamePrefix: "veth+" is not the start of a Linux interface name`},
+		{"detectLocal: {bridgeInterface: a-very-long-bridge-name}", `detectLocal.bridgeInterface: "a-very-long-bridge-name" is not a Linux interface name`},
+		{"iptables: {masqueradeBit: 12}", `iptables.masqueradeBit: 12: kube-ipvs can use bit 14 (the default) or 15 only`},
+		{"iptables: {masqueradeBit: 32}", `iptables.masqueradeBit: 32: must be a bit number from 0 to 31`},
+		{"bindAddress: node-1", `bindAddress: "node-1": not an IP address`},
+		{"clientConnection: {qps: -1}", `clientConnection.qps: -1 must be a number, 0 or more`},
 		{"nodePortAddresses: [10.0.0.0/33]", `nodePortAddresses[0]: "10.0.0.0/33" is not a CIDR`},
 		{"metricsBindAddress: my-host:10249", `metricsBindAddress: "my-host:10249": want IP:PORT`},
 		{"healthzBindAddress: 0.0.0.0:http", `healthzBindAddress: "0.0.0.0:http": want IP:PORT`},

@@ -19,7 +19,8 @@ func FlagCIDRs(flag string, l []string) ([]netip.Prefix, error) {
 	return cidrs(l, func(int) string { return "--" + flag })
 }
 
-// FlagNodePortAddresses reads --nodeport-addresses: CIDRs (masked), or "primary" alone.
+// FlagNodePortAddresses reads --nodeport-addresses: CIDRs (masked) and the keywords
+// primary and all (see Parsed.NodePortPrimary).
 func FlagNodePortAddresses(l []string) (primary bool, out []netip.Prefix, err error) {
 	return nodePortAddresses(l, func(int) string { return "--nodeport-addresses" })
 }

@@ -64,6 +64,26 @@ type Options struct {
 	// CleanupKubeProxy is --cleanup-kube-proxy: remove kube-proxy's leftovers once the
 	// first full sync has put the proxy's own rules in place.
 	CleanupKubeProxy bool
+	// DetectLocalMode, PodBridgeInterface and PodInterfaceNamePrefix say how traffic from
+	// this node's pods is told from other traffic (kube-proxy's detectLocalMode and
+	// detectLocal); Validate reads them into Parsed.LocalInterface and LocalFromNode.
+	DetectLocalMode        string
+	PodBridgeInterface     string
+	PodInterfaceNamePrefix string
+	// MasqueradeBit is --iptables-masquerade-bit (Parsed.MasqueradeMark).
+	MasqueradeBit int
+	// BindAddress is --bind-address, kube-proxy's override of the node's primary IP.
+	BindAddress string
+	// BindAddressHardFail makes a health or metrics server that cannot listen fatal.
+	BindAddressHardFail bool
+	// The API client's settings (kube-proxy's clientConnection); zero values keep
+	// client-go's defaults.
+	KubeAPIQPS                float32
+	KubeAPIBurst              int
+	KubeAPIContentType        string
+	KubeAPIAcceptContentTypes string
+	// ConfigSyncPeriod is the informers' resync period (0: none).
+	ConfigSyncPeriod time.Duration
 }
 
 // AddFlags defines the run flags on fs, bound to o, with their defaults and help texts.
@@ -90,6 +110,17 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.ExcludeCIDRs, FlagExcludeCIDRs, nil, "CIDRs whose virtual servers the proxy never deletes when it cleans up, comma-separated (kube-proxy's ipvs.excludeCIDRs)")
 	fs.StringSliceVar(&o.ServiceCIDRs, FlagServiceCIDR, nil, "the cluster's Service CIDRs, comma-separated (any families), used when the API server has no ServiceCIDR objects and with --manifests: new connections to an address there that no Service holds are refused")
 	fs.BoolVar(&o.MasqueradeAll, FlagMasqueradeAll, false, "masquerade every connection to a ClusterIP")
+	fs.StringVar(&o.DetectLocalMode, "detect-local-mode", LocalModeClusterCIDR, "how traffic from this node's pods is told from other traffic (ClusterIP traffic from elsewhere is masqueraded), as kube-proxy's: ClusterCIDR (from --cluster-cidr), NodeCIDR (from the Node object's spec.podCIDRs, waited for at start; a change stops the proxy to be restarted), BridgeInterface (arriving on --pod-bridge-interface) or InterfaceNamePrefix (arriving on an interface named --pod-interface-name-prefix*)")
+	fs.StringVar(&o.PodBridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode=BridgeInterface: the bridge this node's pods are attached to")
+	fs.StringVar(&o.PodInterfaceNamePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode=InterfaceNamePrefix: the start of the names of this node's pods' interfaces (e.g. veth)")
+	fs.IntVar(&o.MasqueradeBit, "iptables-masquerade-bit", 14, "the packet-mark bit that asks for masquerade, as kube-proxy's: 14 or 15 (the other bits make up the in-cluster marks)")
+	fs.StringVar(&o.BindAddress, "bind-address", "0.0.0.0", "the node's primary IP of its family for --nodeport-addresses=primary, instead of the Node object's InternalIP, as kube-proxy's (0.0.0.0 or ::: the Node object's; nothing binds to it)")
+	fs.BoolVar(&o.BindAddressHardFail, "bind-address-hard-fail", false, "exit when the health or metrics server cannot listen, instead of logging it and going on")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 0, "API requests per second (0: client-go's default, 5)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 0, "API request burst (0: client-go's default, 10)")
+	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", "", "content type of API requests, e.g. application/vnd.kubernetes.protobuf (default: client-go's, JSON)")
+	fs.StringVar(&o.KubeAPIAcceptContentTypes, "kube-api-accept-content-types", "", "the Accept header of API requests (default: client-go's)")
+	fs.DurationVar(&o.ConfigSyncPeriod, "config-sync-period", 0, "how often the informers re-deliver every cached Service, EndpointSlice and the Node, as kube-proxy's configSyncPeriod (0: never; the periodic repair compares the kernel anyway)")
 	fs.StringVar(&o.IPTablesBackend, "iptables-backend", "", "iptables backend for the project's rules: legacy or nft (default: detect the one the node uses)")
 	fs.StringVar(&o.Mode, "mode", ModeAuto, "proxy mode: auto (IPVS when the preflight passes, else the iptables proxier, loudly), ipvs (refuse to run without IPVS) or iptables")
 	fs.StringVar(&o.HealthzAddress, "healthz-bind-address", healthcheck.DefaultProxyHealthAddress, "address of the /healthz and /livez server (empty: none)")

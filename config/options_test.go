@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestValidateParsesTheOptions(t *testing.T) {
 		t.Fatalf("the defaults do not validate: %v", err)
 	}
 	want := Parsed{LogLevel: slog.LevelInfo, NodePortMin: 30000, NodePortMax: 32767, VIPBinding: dummyif.BindAddress,
-		RateEstimation: sysctl.RateEstimationKernel}
+		RateEstimation: sysctl.RateEstimationKernel, MasqueradeMark: 0x4000}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("defaults parsed to %+v, want %+v", p, want)
 	}
@@ -62,7 +63,7 @@ func TestValidateParsesTheOptions(t *testing.T) {
 		ClusterCIDRs:      []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
 		ServiceCIDRs:      []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")},
 		NodePortMin:       20000, NodePortMax: 20010,
-		VIPBinding: dummyif.BindRoute, RateEstimation: sysctl.RateEstimationOff,
+		VIPBinding: dummyif.BindRoute, RateEstimation: sysctl.RateEstimationOff, MasqueradeMark: 0x4000,
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("parsed %+v\nwant   %+v", p, want)
@@ -71,6 +72,41 @@ func TestValidateParsesTheOptions(t *testing.T) {
 	o, _ = optionsFlags(t, "--nodeport-addresses=primary")
 	if p, err = o.Validate(); err != nil || !p.NodePortPrimary || p.NodePortAddresses != nil {
 		t.Errorf("primary: %+v, %v", p, err)
+	}
+	// kube-proxy 1.37's keywords combine with CIDRs; all means every address, whatever else.
+	o, _ = optionsFlags(t, "--nodeport-addresses=primary,10.1.0.0/16")
+	if p, err = o.Validate(); err != nil || !p.NodePortPrimary || !slices.Equal(p.NodePortAddresses, []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}) {
+		t.Errorf("primary and a CIDR: %+v, %v", p, err)
+	}
+	o, _ = optionsFlags(t, "--nodeport-addresses=10.1.0.0/16,all,primary")
+	if p, err = o.Validate(); err != nil || p.NodePortPrimary || p.NodePortAddresses != nil {
+		t.Errorf("all: %+v, %v", p, err)
+	}
+
+	// Local traffic detection, the masquerade bit and the primary IP.
+	for _, tc := range []struct {
+		args  []string
+		iface string
+		node  bool
+	}{
+		{[]string{"--detect-local-mode=BridgeInterface", "--pod-bridge-interface=cbr0"}, "cbr0", false},
+		{[]string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"}, "veth+", false},
+		{[]string{"--detect-local-mode=NodeCIDR", "--pod-bridge-interface=cbr0"}, "", true},
+		{[]string{"--detect-local-mode=ClusterCIDR", "--pod-interface-name-prefix=veth"}, "", false},
+		{[]string{"--detect-local-mode="}, "", false},
+	} {
+		o, _ = optionsFlags(t, tc.args...)
+		if p, err = o.Validate(); err != nil || p.LocalInterface != tc.iface || p.LocalFromNode != tc.node {
+			t.Errorf("%v: LocalInterface %q LocalFromNode %v, %v", tc.args, p.LocalInterface, p.LocalFromNode, err)
+		}
+	}
+	o, _ = optionsFlags(t, "--iptables-masquerade-bit=15", "--bind-address=::ffff:192.168.1.10")
+	if p, err = o.Validate(); err != nil || p.MasqueradeMark != 0x8000 || p.PrimaryNodeIP != netip.MustParseAddr("192.168.1.10") {
+		t.Errorf("masquerade bit and bind address: %+v, %v", p, err)
+	}
+	o, _ = optionsFlags(t, "--bind-address=::")
+	if p, err = o.Validate(); err != nil || p.PrimaryNodeIP.IsValid() {
+		t.Errorf("--bind-address=:: is no override: %+v, %v", p, err)
 	}
 }
 
@@ -82,7 +118,9 @@ func TestValidateAndTheFileShareTheirRules(t *testing.T) {
 		{"--sync-period=0s", `syncPeriod: 0s`, "must be positive"},
 		{"--log-level=loud", `logLevel: loud`, "not a log level; use debug, info, warn or error"},
 		{"--nodeport-addresses=10.0.0.0/8,bogus", `nodePortAddresses: [10.0.0.0/8, bogus]`, `"bogus" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
-		{"--nodeport-addresses=primary,10.0.0.0/8", `nodePortAddresses: [primary, 10.0.0.0/8]`, `"primary" must be the only entry; it cannot be mixed with CIDRs`},
+		{"--nodeport-addresses=primary,localhost", `nodePortAddresses: [primary, localhost]`, `"localhost" is not supported: NodePorts on loopback addresses exist only in kube-proxy's iptables and nftables modes`},
+		{"--iptables-masquerade-bit=13", `masqueradeBit: 13`, "kube-ipvs can use bit 14 (the default) or 15 only"},
+		{"--bind-address=node-1", `bindAddress: node-1`, "not an IP address"},
 		{"--exclude-cidrs=10.1.0.0", `excludeCIDRs: [10.1.0.0]`, `"10.1.0.0" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
 		{"--cluster-cidr=10.244.0.0/33", `clusterCIDR: 10.244.0.0/33`, `"10.244.0.0/33" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
 		{"--service-cidr=10.96.0.0/12,10.97.0.0", `serviceCIDRs: [10.96.0.0/12, 10.97.0.0]`, `"10.97.0.0" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)`},
@@ -103,7 +141,9 @@ func TestValidateAndTheFileShareTheirRules(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"--min-sync-period=1m"}, {"--mode=ebpf"}, {"--iptables-backend=ebpf"}, {"--vip-binding=routes"},
-		{"--service-cidr=10.0.0.0/8", "--cluster-cidr=10.244.0.0/16"}, {"--cleanup-kube-proxy", "--once"}} {
+		{"--service-cidr=10.0.0.0/8", "--cluster-cidr=10.244.0.0/16"}, {"--cleanup-kube-proxy", "--once"},
+		{"--detect-local-mode=Bridge"}, {"--detect-local-mode=BridgeInterface"}, {"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=a-very-long-prefix"},
+		{"--kube-api-qps=-1"}, {"--config-sync-period=-1s"}} {
 		o, _ := optionsFlags(t, args...)
 		if _, err := o.Validate(); err == nil || !strings.HasPrefix(err.Error(), strings.SplitN(args[0], "=", 2)[0]) {
 			t.Errorf("%v: %v; want an error naming the flag", args, err)

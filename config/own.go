@@ -48,6 +48,27 @@ var ownFields = []ownField{
 	{"excludeCIDRs", FlagExcludeCIDRs, parseCIDRList},
 	{"serviceCIDRs", FlagServiceCIDR, parseServiceCIDRs},
 	{"cleanupKubeProxy", FlagCleanupKubeProxy, parseBool},
+	{"detectLocalMode", "detect-local-mode", parseDetectLocalMode},
+	{"podBridgeInterface", "pod-bridge-interface", orEmpty(parseInterfaceName)},
+	{"podInterfaceNamePrefix", "pod-interface-name-prefix", orEmpty(parseInterfacePrefix)},
+	{"masqueradeBit", "iptables-masquerade-bit", parseMasqueradeBit},
+	{"bindAddress", "bind-address", parseBindAddress},
+	{"bindAddressHardFail", "bind-address-hard-fail", parseBool},
+	{"kubeAPIQPS", "kube-api-qps", parseQPS},
+	{"kubeAPIBurst", "kube-api-burst", parseCount},
+	{"kubeAPIContentType", "kube-api-content-type", parseString},
+	{"kubeAPIAcceptContentTypes", "kube-api-accept-content-types", parseString},
+	{"configSyncPeriod", "config-sync-period", parseDuration},
+}
+
+// orEmpty also takes "", a setting left empty (the field's default).
+func orEmpty(p parser) parser {
+	return func(path string, v any) (string, error) {
+		if v == "" {
+			return "", nil
+		}
+		return p(path, v)
+	}
 }
 
 func defaultPort(addr string) string {

@@ -18,13 +18,25 @@ import (
 // Parsed holds what Validate read out of the options, in the types the proxy uses.
 type Parsed struct {
 	LogLevel slog.Level
-	// NodePortPrimary is --nodeport-addresses=primary; else NodePortAddresses holds the
-	// CIDRs (masked), none meaning every usable node address.
+	// NodePortPrimary is "primary" in --nodeport-addresses: the Node object's InternalIPs
+	// get NodePorts, and so do the node addresses in NodePortAddresses, the CIDRs (masked).
+	// Neither (or "all") means every usable node address.
 	NodePortPrimary   bool
 	NodePortAddresses []netip.Prefix
-	ExcludeCIDRs      []netip.Prefix // masked
-	ClusterCIDRs      []netip.Prefix // masked
-	ServiceCIDRs      []netip.Prefix // masked, none /0
+	// LocalInterface is the iptables input interface match of pod traffic for
+	// --detect-local-mode BridgeInterface ("br0") or InterfaceNamePrefix ("veth+"); "" for
+	// the CIDR modes.
+	LocalInterface string
+	// LocalFromNode is --detect-local-mode NodeCIDR: the local CIDRs are the Node object's
+	// spec.podCIDRs, not ClusterCIDRs.
+	LocalFromNode bool
+	// MasqueradeMark is the mark of --iptables-masquerade-bit.
+	MasqueradeMark uint32
+	// PrimaryNodeIP is --bind-address, unless unspecified (then invalid).
+	PrimaryNodeIP netip.Addr
+	ExcludeCIDRs  []netip.Prefix // masked
+	ClusterCIDRs  []netip.Prefix // masked
+	ServiceCIDRs  []netip.Prefix // masked, none /0
 	// NodePortMin and NodePortMax are the bounds of --service-node-port-range.
 	NodePortMin, NodePortMax uint16
 	VIPBinding               dummyif.Binding
@@ -72,6 +84,36 @@ func (o *Options) Validate() (Parsed, error) {
 				return p, fmt.Errorf("--%s=%s overlaps --%s=%s: connections to pods there would be refused", FlagServiceCIDR, s, FlagClusterCIDR, c)
 			}
 		}
+	}
+	mode, err := detectLocalMode(o.DetectLocalMode)
+	if err != nil {
+		return p, fmt.Errorf("--detect-local-mode=%q: %v", o.DetectLocalMode, err)
+	}
+	switch mode {
+	case LocalModeNodeCIDR:
+		p.LocalFromNode = true
+	case LocalModeBridgeInterface:
+		if _, err := parseInterfaceName("--pod-bridge-interface", o.PodBridgeInterface); err != nil {
+			return p, fmt.Errorf("--detect-local-mode=%s needs --pod-bridge-interface (detectLocal.bridgeInterface), a Linux interface name: %q", mode, o.PodBridgeInterface)
+		}
+		p.LocalInterface = o.PodBridgeInterface
+	case LocalModeInterfaceNamePrefix:
+		if err := checkInterfacePrefix(o.PodInterfaceNamePrefix); err != nil {
+			return p, fmt.Errorf("--detect-local-mode=%s needs --pod-interface-name-prefix (detectLocal.interfaceNamePrefix): %q %v", mode, o.PodInterfaceNamePrefix, err)
+		}
+		p.LocalInterface = o.PodInterfaceNamePrefix + "+"
+	}
+	if p.MasqueradeMark, err = masqueradeMark(o.MasqueradeBit); err != nil {
+		return p, fmt.Errorf("--iptables-masquerade-bit=%d: %v", o.MasqueradeBit, err)
+	}
+	if p.PrimaryNodeIP, err = primaryNodeIP(o.BindAddress); err != nil {
+		return p, fmt.Errorf("--bind-address=%q: %v", o.BindAddress, err)
+	}
+	if o.KubeAPIQPS < 0 || o.KubeAPIBurst < 0 {
+		return p, fmt.Errorf("--kube-api-qps=%v --kube-api-burst=%d: must be 0 or more", o.KubeAPIQPS, o.KubeAPIBurst)
+	}
+	if o.ConfigSyncPeriod < 0 {
+		return p, fmt.Errorf("--config-sync-period=%s: must be 0 or more", o.ConfigSyncPeriod)
 	}
 	switch o.Mode {
 	case ModeAuto, ModeIPVS, ModeIPTables:
@@ -165,22 +207,31 @@ func serviceCIDRs(l []string, where func(i int) string) ([]netip.Prefix, error) 
 	return out, nil
 }
 
-// nodePortAddresses reads CIDRs (masked), or kube-proxy's single special value "primary".
-// where(i) names entry i in an error.
+// nodePortAddresses reads kube-proxy's nodePortAddresses list: CIDRs (masked) and the
+// keywords "primary" (the Node object's InternalIPs) and "all" (every usable node address,
+// as with an empty list), in any combination. "all" wins over everything else. "localhost"
+// is refused: see NodePortAddressesLocalhost. where(i) names entry i in an error.
 func nodePortAddresses(l []string, where func(i int) string) (primary bool, out []netip.Prefix, err error) {
+	all := false
 	for i, c := range l {
-		if strings.TrimSpace(c) == NodePortAddressesPrimary {
-			if len(l) != 1 {
-				return false, nil, fmt.Errorf("%s: %q must be the only entry; it cannot be mixed with CIDRs", where(i), c)
-			}
+		switch strings.TrimSpace(c) {
+		case NodePortAddressesPrimary:
 			primary = true
 			continue
+		case NodePortAddressesAll:
+			all = true
+			continue
+		case NodePortAddressesLocalhost:
+			return false, nil, fmt.Errorf("%s: %q is not supported: NodePorts on loopback addresses exist only in kube-proxy's iptables and nftables modes; IPVS cannot serve them (kube-proxy's IPVS mode refuses them too): a connection from 127.0.0.1 sent on to a pod would need a masquerade of loopback sources that IPVS does not do", where(i), c)
 		}
 		p, err := parseCIDR(c)
 		if err != nil {
-			return false, nil, fmt.Errorf("%s: %v", where(i), err)
+			return false, nil, fmt.Errorf("%s: %v (or one of the keywords primary, all)", where(i), err)
 		}
 		out = append(out, p.Masked())
+	}
+	if all {
+		return false, nil, nil
 	}
 	return primary, out, nil
 }
@@ -197,4 +248,64 @@ func portRange(s string) (uint16, uint16, error) {
 		return 0, 0, fmt.Errorf("the low port %d is above the high port %d", l, h)
 	}
 	return uint16(l), uint16(h), nil
+}
+
+// The modes of --detect-local-mode (kube-proxy's detectLocalMode): how traffic from this
+// node's pods is told from other traffic.
+const (
+	LocalModeClusterCIDR         = "ClusterCIDR"         // from --cluster-cidr
+	LocalModeNodeCIDR            = "NodeCIDR"            // from the Node object's spec.podCIDRs
+	LocalModeBridgeInterface     = "BridgeInterface"     // arriving on --pod-bridge-interface
+	LocalModeInterfaceNamePrefix = "InterfaceNamePrefix" // arriving on --pod-interface-name-prefix*
+)
+
+// detectLocalMode reads a mode; "" is ClusterCIDR, kube-proxy's default.
+func detectLocalMode(s string) (string, error) {
+	switch s {
+	case "":
+		return LocalModeClusterCIDR, nil
+	case LocalModeClusterCIDR, LocalModeNodeCIDR, LocalModeBridgeInterface, LocalModeInterfaceNamePrefix:
+		return s, nil
+	}
+	return "", fmt.Errorf("not a local traffic detection mode; use %s, %s, %s or %s",
+		LocalModeClusterCIDR, LocalModeNodeCIDR, LocalModeBridgeInterface, LocalModeInterfaceNamePrefix)
+}
+
+func checkInterfacePrefix(s string) error {
+	if s == "" || len(s) > 14 || strings.ContainsAny(s, "/: \t\n+") {
+		return errors.New("is not the start of a Linux interface name (1 to 14 characters, no '/', ':', '+' or spaces)")
+	}
+	return nil
+}
+
+// masqueradeMark turns kube-proxy's masqueradeBit into the mark. Only bits 14 (kube-proxy's
+// and kube-ipvs's default) and 15 are free: every other bit is part of the in-cluster marks
+// (model.InClusterMark), which IPVS matches whole, so a masquerade bit there could turn a
+// marked packet into another Service port's in-cluster mark.
+func masqueradeMark(bit int) (uint32, error) {
+	switch {
+	case bit < 0 || bit > 31:
+		return 0, errors.New("must be a bit number from 0 to 31")
+	case bit != 14 && bit != 15:
+		return 0, errors.New("kube-ipvs can use bit 14 (the default) or 15 only: bits 0 to 13 and 16 to 31 make up its in-cluster marks of externalTrafficPolicy Local ports")
+	}
+	return 1 << bit, nil
+}
+
+// primaryNodeIP reads --bind-address; the unspecified addresses (0.0.0.0, ::) and "" give
+// the zero Addr: no override.
+func primaryNodeIP(s string) (netip.Addr, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return netip.Addr{}, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, errors.New("not an IP address")
+	}
+	a = a.Unmap()
+	if a.IsUnspecified() {
+		return netip.Addr{}, nil
+	}
+	return a, nil
 }

@@ -301,3 +301,72 @@ func bindAddress(defaultPort string) parser {
 		return s, nil
 	}
 }
+
+// parseQPS reads a rate of API requests: a number, 0 or more.
+func parseQPS(path string, v any) (string, error) {
+	num, ok := v.(json.Number)
+	if !ok {
+		return "", fieldError(path, "%s is not a number", show(v))
+	}
+	f, err := strconv.ParseFloat(num.String(), 32)
+	if err != nil || f < 0 {
+		return "", fieldError(path, "%s must be a number, 0 or more", show(v))
+	}
+	return strconv.FormatFloat(f, 'g', -1, 32), nil
+}
+
+// parseInterfacePrefix checks the start of Linux interface names: iptables matches it as
+// PREFIX+, which must fit the 15 bytes of a name.
+func parseInterfacePrefix(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	if err := checkInterfacePrefix(s); err != nil {
+		return "", fieldError(path, "%q %v", s, err)
+	}
+	return s, nil
+}
+
+func parseDetectLocalMode(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	if _, err := detectLocalMode(s); err != nil {
+		return "", fieldError(path, "%q: %v", s, err)
+	}
+	return s, nil
+}
+
+// parseMasqueradeBit reads a bit number; see masqueradeMark.
+func parseMasqueradeBit(path string, v any) (string, error) {
+	num, ok := v.(json.Number)
+	if !ok {
+		return "", fieldError(path, "%s is not a number", show(v))
+	}
+	n, err := strconv.Atoi(num.String())
+	if err != nil {
+		return "", fieldError(path, "%s is not a whole number", show(v))
+	}
+	if _, err := masqueradeMark(n); err != nil {
+		return "", fieldError(path, "%d: %v", n, err)
+	}
+	return strconv.Itoa(n), nil
+}
+
+// parseBindAddress reads kube-proxy's bindAddress, an IP; 0.0.0.0 and :: mean unset.
+func parseBindAddress(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	a, err := primaryNodeIP(s)
+	if err != nil {
+		return "", fieldError(path, "%q: %v", s, err)
+	}
+	if !a.IsValid() {
+		return "", nil
+	}
+	return a.String(), nil
+}

@@ -21,9 +21,16 @@ type Config struct {
 	// NodePortAddresses selects the node IPs that get NodePort virtual servers (empty: every
 	// address but loopback, link-local and kube-ipvs0's).
 	NodePortAddresses []netip.Prefix
-	// NodePortPrimary uses the Node object's InternalIP addresses instead (kube-proxy's
-	// --nodeport-addresses=primary).
+	// NodePortPrimary gives NodePorts to the Node object's InternalIP addresses too
+	// (kube-proxy's nodePortAddresses keyword primary); with it, an empty
+	// NodePortAddresses means those addresses alone.
 	NodePortPrimary bool
+	// PrimaryNodeIP (--bind-address), when valid, stands for the Node object's InternalIPs of
+	// its family in NodePortPrimary, as kube-proxy's bindAddress does.
+	PrimaryNodeIP netip.Addr
+	// ConfigSyncPeriod is the informers' resync period (--config-sync-period; 0: none): every
+	// cached object is delivered again, and its Service recomputed.
+	ConfigSyncPeriod time.Duration
 	// NoSchedulers says the dataplane ignores IPVS schedulers (the iptables fallback, which
 	// balances randomly): a Service that asks for one is told so by a Warning Event.
 	NoSchedulers bool

@@ -121,7 +121,7 @@ func New(cfg Config, client kubernetes.Interface, dp dataplane.Dataplane, hostAd
 		healthErr: map[model.ServiceName]string{}, state: newDesiredState(), built: map[model.ServiceName]buildInputs{},
 		checks: newBackendChecks(cfg.BackendChecks),
 	}
-	src, err := newSources(client, cfg.NodeName, c)
+	src, err := newSources(client, cfg.NodeName, cfg.ConfigSyncPeriod, c)
 	if err != nil {
 		return nil, err
 	}

@@ -43,12 +43,13 @@ type informerHandler struct {
 }
 
 // newSources sets the informers up over client and sends their events to c's handlers.
-func newSources(client kubernetes.Interface, nodeName string, c *Controller) (sources, error) {
+// resync is the informers' resync period (--config-sync-period; 0: none).
+func newSources(client kubernetes.Interface, nodeName string, resync time.Duration, c *Controller) (sources, error) {
 	var s sources
 	// Cached objects drop what the proxy never reads (trimCached): on a real API server it is
 	// a large share of every object, and tens of thousands of Services and EndpointSlices
 	// are held in memory.
-	s.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trimCached))
+	s.factory = informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(trimCached))
 	svcInf := s.factory.Core().V1().Services()
 	sliceInf := s.factory.Discovery().V1().EndpointSlices()
 	s.services = svcInf.Lister()
@@ -57,7 +58,7 @@ func newSources(client kubernetes.Interface, nodeName string, c *Controller) (so
 	}
 	s.slices = sliceInf.Informer().GetIndexer()
 	// Only this node's object: a node never needs the other thousands.
-	s.nodeFactory = informers.NewSharedInformerFactoryWithOptions(client, 0,
+	s.nodeFactory = informers.NewSharedInformerFactoryWithOptions(client, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + nodeName }),
 		informers.WithTransform(trimCached))
 	nodeInf := s.nodeFactory.Core().V1().Nodes()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -238,13 +239,28 @@ func (c *Controller) refreshNodeWith(host []netip.Addr, err error) error {
 		return nil
 	}
 	c.node.nodeIPs = nil
+	if len(c.cfg.NodePortAddresses) > 0 {
+		c.node.nodeIPs = proxy.NodePortAddresses(c.cfg.NodePortAddresses, host)
+	}
+	primary := c.cfg.PrimaryNodeIP
+	if primary.IsValid() {
+		c.node.nodeIPs = append(c.node.nodeIPs, primary)
+	}
 	if node != nil {
 		for _, a := range node.Status.Addresses {
-			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
-				c.node.nodeIPs = append(c.node.nodeIPs, ip.Unmap())
+			ip, err := netip.ParseAddr(a.Address)
+			if err != nil || a.Type != corev1.NodeInternalIP {
+				continue
 			}
+			ip = ip.Unmap()
+			if primary.IsValid() && ip.Is4() == primary.Is4() {
+				continue // --bind-address stands for the node's IP of its family
+			}
+			c.node.nodeIPs = append(c.node.nodeIPs, ip)
 		}
 	}
+	slices.SortFunc(c.node.nodeIPs, netip.Addr.Compare)
+	c.node.nodeIPs = slices.Compact(c.node.nodeIPs)
 	return nil
 }
 

@@ -23,6 +23,12 @@ type Config struct {
 	// address, except hairpin and node-originated connections, which are always
 	// masqueraded.
 	ClusterCIDRs []netip.Prefix
+	// LocalInterface, when set, tells pod traffic by the interface it arrives on instead
+	// of by ClusterCIDRs, which are then not read: an iptables input interface, a bridge
+	// ("br0", kube-proxy's detectLocalMode BridgeInterface) or a name prefix ("veth+",
+	// InterfaceNamePrefix). Node-originated traffic arrives on no interface, so it is
+	// never local, as with CIDRs.
+	LocalInterface string
 	// MasqueradeAll (--masquerade-all) masquerades every connection to a ClusterIP.
 	MasqueradeAll bool
 	// MasqueradeMark is the single mark bit used to ask for masquerade; 0 means
@@ -64,7 +70,24 @@ func (c Config) Validate() error {
 			return fmt.Errorf("cluster CIDR %v is not valid", p)
 		}
 	}
+	if i := c.LocalInterface; i != "" && (len(i) > 15 || strings.ContainsAny(i, " \t\n\"/:") || strings.Contains(strings.TrimSuffix(i, "+"), "+")) {
+		return fmt.Errorf("local interface %q is not an iptables interface match (a name of at most 15 characters, or a prefix ending in +)", i)
+	}
 	return nil
+}
+
+// LocalMatches are the iptables matches of traffic from this node's pods in family f: one
+// "-s CIDR" per cluster CIDR of the family, or the one "-i LocalInterface". None means pod
+// traffic cannot be told apart in f.
+func (c Config) LocalMatches(f Family) []string {
+	if c.LocalInterface != "" {
+		return []string{"-i " + c.LocalInterface}
+	}
+	var out []string
+	for _, p := range familyCIDRs(c, f) {
+		out = append(out, "-s "+p.String())
+	}
+	return out
 }
 
 // Mark is the masquerade mark bit in use: MasqueradeMark, or DefaultMasqueradeMark for 0.
@@ -195,8 +218,8 @@ func (w *writer) mangle(cfg Config) {
 	// The SET target marks only packets whose destination has an entry, with the entry's
 	// mark as the whole mark: IPVS matches a firewall-mark virtual server on all 32 bits.
 	mark := "SET --map-set " + string(Name(SetInClusterLocal, w.f)) + " dst,dst --map-mark"
-	for _, p := range familyCIDRs(cfg, w.f) {
-		w.rule(ChainInCluster, "-s "+p.String(), "externalTrafficPolicy Local from a pod: every endpoint, through the firewall-mark virtual server", mark)
+	for _, m := range cfg.LocalMatches(w.f) {
+		w.rule(ChainInCluster, m, "externalTrafficPolicy Local from a pod: every endpoint, through the firewall-mark virtual server", mark)
 	}
 	w.rule(ChainInCluster, "-m addrtype --src-type LOCAL", "externalTrafficPolicy Local from the node itself: every endpoint too", mark)
 	// Inserted first, so the source-range jumps (inserted after them) come before them.
@@ -225,9 +248,9 @@ func (w *writer) nat(cfg Config) {
 	// marked with 0x2000 among other bits is not ours to masquerade.
 	inCluster := fmt.Sprintf("-m mark --mark %#x/%#x -m mark ! --mark 0x0/0xffff0000 -m mark ! --mark 0x0/0x3",
 		model.InClusterMarkBit, inClusterMarkMask)
-	cidrs := familyCIDRs(cfg, w.f)
+	local := cfg.LocalMatches(w.f)
 	chains := []string{ChainServices, ChainOutput, ChainPostrouting, ChainMarkMasq}
-	clusterMasq := !cfg.MasqueradeAll && len(cidrs) > 0
+	clusterMasq := !cfg.MasqueradeAll && len(local) > 0
 	if clusterMasq {
 		chains = append(chains, ChainClusterMasq)
 	}
@@ -238,10 +261,14 @@ func (w *writer) nat(cfg Config) {
 		w.rule(ChainServices, w.set(SetClusterIP, "dst,dst"), "--masquerade-all: masquerade every connection to a ClusterIP", ChainMarkMasq)
 	case clusterMasq:
 		w.rule(ChainServices, w.set(SetClusterIP, "dst,dst"), "ClusterIP: decide by source", ChainClusterMasq)
-		for _, p := range cidrs {
-			w.rule(ChainClusterMasq, "-s "+p.String(), "from the cluster CIDR: pods keep their source address", "RETURN")
+		from := "the cluster CIDR"
+		if cfg.LocalInterface != "" {
+			from = "the pod interfaces"
 		}
-		w.rule(ChainClusterMasq, "", "from outside the cluster CIDR: masquerade so replies return through this node", ChainMarkMasq)
+		for _, m := range local {
+			w.rule(ChainClusterMasq, m, "from "+from+": pods keep their source address", "RETURN")
+		}
+		w.rule(ChainClusterMasq, "", "from outside "+from+": masquerade so replies return through this node", ChainMarkMasq)
 	}
 	w.rule(ChainServices, w.set(SetExternalIP, "dst,dst"), "externalIP with externalTrafficPolicy Cluster: the endpoint may be on another node", ChainMarkMasq)
 	w.rule(ChainServices, w.set(SetLoadBalancer, "dst,dst"), "load balancer with externalTrafficPolicy Cluster: the endpoint may be on another node", ChainMarkMasq)

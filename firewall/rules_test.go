@@ -19,6 +19,10 @@ func TestRenderRulesGolden(t *testing.T) {
 		{"cluster-cidr", Config{ClusterCIDRs: dualStackCIDRs}},
 		{"masquerade-all", Config{ClusterCIDRs: dualStackCIDRs, MasqueradeAll: true, MasqueradeMark: 0x1000}},
 		{"no-cidr", Config{}},
+		// detectLocalMode BridgeInterface and InterfaceNamePrefix: the interface replaces the
+		// CIDRs in both families, which are not read.
+		{"bridge-interface", Config{ClusterCIDRs: dualStackCIDRs, LocalInterface: "cbr0"}},
+		{"interface-name-prefix", Config{LocalInterface: "veth+", MasqueradeMark: 0x8000}},
 		{"two-cidrs-ipv4-only", Config{IPv4: true, ClusterCIDRs: []netip.Prefix{
 			netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.0.0/16"), netip.MustParsePrefix("fd00::/64")}}},
 	}
@@ -104,6 +108,16 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("zero Config: %v", err)
+	}
+	for _, bad := range []string{"a-very-long-interface", "ve+th+", "br 0"} {
+		if err := (Config{LocalInterface: bad}).Validate(); err == nil {
+			t.Errorf("local interface %q is accepted", bad)
+		}
+	}
+	for _, good := range []string{"br0", "veth+", "cali+"} {
+		if err := (Config{LocalInterface: good}).Validate(); err != nil {
+			t.Errorf("local interface %q: %v", good, err)
+		}
 	}
 	defer func() {
 		if recover() == nil {

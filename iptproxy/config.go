@@ -23,7 +23,10 @@ type Config struct {
 	// ClusterIP from outside the cluster CIDRs is masqueraded, so that replies come back
 	// through this node; pods keep their address. Without any CIDR of a family (and without
 	// MasqueradeAll) ClusterIP traffic of that family keeps its source address.
+	// LocalInterface, as in firewall.Config, tells pod traffic by the interface it arrives
+	// on ("br0", or a prefix "veth+") instead of by ClusterCIDRs.
 	ClusterCIDRs   []netip.Prefix
+	LocalInterface string
 	MasqueradeAll  bool
 	MasqueradeMark uint32
 	// Tools says how to run the iptables tools: the backend (legacy or nft; iptables.Auto
@@ -33,7 +36,7 @@ type Config struct {
 
 // masquerade is the part of c that the IPVS mode's firewall.Config has too.
 func (c Config) masquerade() firewall.Config {
-	return firewall.Config{IPv4: c.IPv4, IPv6: c.IPv6, ClusterCIDRs: c.ClusterCIDRs,
+	return firewall.Config{IPv4: c.IPv4, IPv6: c.IPv6, ClusterCIDRs: c.ClusterCIDRs, LocalInterface: c.LocalInterface,
 		MasqueradeAll: c.MasqueradeAll, MasqueradeMark: c.MasqueradeMark}
 }
 
@@ -60,8 +63,18 @@ func (c Config) families() []family {
 	return out
 }
 
-// cidrs returns the cluster CIDRs of one family, masked, without duplicates.
-func (c Config) cidrs(f family) []netip.Prefix { return prefixesOf(c.ClusterCIDRs, f) }
+// localMatches are the iptables matches of traffic from this node's pods in family f: the
+// input interface, or one "-s CIDR" per cluster CIDR of f (masked, without duplicates).
+func (c Config) localMatches(f family) []string {
+	if c.LocalInterface != "" {
+		return []string{"-i " + c.LocalInterface}
+	}
+	var out []string
+	for _, p := range prefixesOf(c.ClusterCIDRs, f) {
+		out = append(out, "-s "+p.String())
+	}
+	return out
+}
 
 // prefixesOf returns the prefixes of one family, unmapped and masked, without duplicates.
 func prefixesOf(all []netip.Prefix, f family) []netip.Prefix {

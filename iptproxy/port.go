@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
@@ -148,8 +149,8 @@ func (pr *portRenderer) externalRules() []string {
 	if !pr.local {
 		rules = append(rules, join(comment(pr.label+" external traffic with policy Cluster: masquerade"), "-j "+ChainMarkMasq))
 	} else if len(pr.internal) > 0 {
-		for _, p := range pr.rc.cidrs[pr.f] {
-			rules = append(rules, join("-s "+p.String(), comment(pr.label+" pods reach external addresses through the ClusterIP endpoints"), "-j "+pr.svcChain))
+		for _, m := range pr.rc.local[pr.f] {
+			rules = append(rules, join(m, comment(pr.label+" pods reach external addresses through the ClusterIP endpoints"), "-j "+pr.svcChain))
 		}
 		rules = append(rules,
 			join("-m addrtype --src-type LOCAL", comment(pr.label+" node-originated: masquerade"), "-j "+ChainMarkMasq),
@@ -238,13 +239,18 @@ func (pr *portRenderer) dispatchRules(fw bool) {
 // masquerade ("" for none).
 func (pr *portRenderer) clusterMasq(k model.VSKey) string {
 	dst := "-d " + hostPrefix(k.Addr.Unmap())
-	cidrs := pr.rc.cidrs[pr.f]
+	local := pr.rc.local[pr.f]
 	switch {
 	case pr.rc.masqueradeAll:
 		return join(dst, portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP: masquerade all"), "-j "+ChainMarkMasq)
-	case len(cidrs) == 1:
-		return join("! -s "+cidrs[0].String(), dst, portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP from outside the cluster CIDR: masquerade"), "-j "+ChainMarkMasq)
-	case len(cidrs) > 1:
+	case len(local) == 1:
+		// In the order iptables-save prints them (-s, -d, -i), which the repair compares.
+		src, iface := "! "+local[0], ""
+		if strings.HasPrefix(local[0], "-i ") {
+			src, iface = "", src
+		}
+		return join(src, dst, iface, portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP from outside the "+pr.rc.localName+": masquerade"), "-j "+ChainMarkMasq)
+	case len(local) > 1:
 		return join(dst, portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP: masquerade unless from a cluster CIDR"), "-j "+ChainClusterMasq)
 	}
 	return ""

@@ -673,3 +673,30 @@ func TestStaticRulesHaveNoApostrophe(t *testing.T) {
 		}
 	}
 }
+
+// detectLocalMode BridgeInterface or InterfaceNamePrefix: pods are told by the interface
+// their traffic arrives on, in both the ClusterIP's masquerade rule and the external
+// chain of an externalTrafficPolicy=Local port; the cluster CIDRs are not read.
+func TestLocalInterfaceReplacesClusterCIDRs(t *testing.T) {
+	cfg := testCfg
+	cfg.LocalInterface = "veth+"
+	p, fx := newSynced(t, cfg)
+	stage(p, makeService(svcOpts{name: "web", clusterIPs: []string{"10.96.0.10"}, typ: corev1.ServiceTypeNodePort, port: 80, nodePort: 30080, local: true}),
+		ep{"10.244.1.11", true}, ep{"10.244.2.12", false})
+	if r := p.Open(); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	out := ops(fx)
+	for _, want := range []string{
+		`-d 10.96.0.10/32 ! -i veth+ -p tcp -m tcp --dport 80 -m comment --comment "ns/web:p cluster IP from outside the pod interfaces: masquerade" -j KIPVS-MARK-MASQ`,
+		`-i veth+ -m comment --comment "ns/web:p pods reach external addresses through the ClusterIP endpoints"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no rule %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "10.244.0.0/16") {
+		t.Errorf("the cluster CIDR is still used:\n%s", out)
+	}
+	converged(t, p, fx)
+}

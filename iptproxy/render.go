@@ -91,15 +91,19 @@ func (s *svcRules) empty() bool { return s == nil || (len(s.chains) == 0 && len(
 type renderConfig struct {
 	mark          uint32
 	masqueradeAll bool
-	cidrs         [2][]netip.Prefix
+	local         [2][]string // firewall.Config.LocalMatches, by family
+	localName     string      // what local matches, for comments
 	nodeIPs       []netip.Addr
 	serviceCIDRs  [2][]netip.Prefix
 }
 
 func newRenderConfig(cfg Config, nodeIPs []netip.Addr, serviceCIDRs []netip.Prefix) *renderConfig {
-	rc := &renderConfig{mark: cfg.mark(), masqueradeAll: cfg.MasqueradeAll}
+	rc := &renderConfig{mark: cfg.mark(), masqueradeAll: cfg.MasqueradeAll, localName: "cluster CIDR"}
+	if cfg.LocalInterface != "" {
+		rc.localName = "pod interfaces"
+	}
 	for _, f := range []family{v4, v6} {
-		rc.cidrs[f] = cfg.cidrs(f)
+		rc.local[f] = cfg.localMatches(f)
 		// A /0 would refuse every routed connection (the API refuses one anyway).
 		rc.serviceCIDRs[f] = slices.DeleteFunc(prefixesOf(serviceCIDRs, f), func(p netip.Prefix) bool { return p.Bits() == 0 })
 	}
@@ -255,10 +259,10 @@ func staticChains(f family, rc *renderConfig) (chains []chainRules, jumps []disp
 			fmt.Sprintf("-j MARK --set-xmark 0x0/%#x", rc.mark),
 			join(comment("kube-ipvs: masquerade Service traffic marked in "+ChainMarkMasq), "-j MASQUERADE")}},
 	}
-	if cidrs := rc.cidrs[f]; len(cidrs) > 1 && !rc.masqueradeAll {
+	if local := rc.local[f]; len(local) > 1 && !rc.masqueradeAll {
 		var rules []string
-		for _, p := range cidrs {
-			rules = append(rules, join("-s "+p.String(), comment("kube-ipvs: from a cluster CIDR: keep the pod address"), "-j RETURN"))
+		for _, m := range local {
+			rules = append(rules, join(m, comment("kube-ipvs: from a cluster CIDR: keep the pod address"), "-j RETURN"))
 		}
 		rules = append(rules, "-j "+ChainMarkMasq)
 		nat = append(nat, chainRules{chainKey{tableNAT, ChainClusterMasq}, rules})

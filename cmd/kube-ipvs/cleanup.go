@@ -197,6 +197,10 @@ func nodePortIPs(o cleanupOptions) ([]netip.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, cidrs, _ := config.FlagNodePortAddresses(o.nodePortAddresses) // checked in config
+	primary, cidrs, _ := config.FlagNodePortAddresses(o.nodePortAddresses) // checked in config
+	if primary {
+		// The Node's InternalIPs are among the usable addresses; cleanup reads no Node.
+		cidrs = nil
+	}
 	return proxy.NodePortAddresses(cidrs, host), nil
 }

@@ -29,7 +29,7 @@ func TestCleanupHelpAndUsageErrors(t *testing.T) {
 		{"extra"},
 		{"--service-node-port-range", "3-2"},
 		{"--exclude-cidrs", "10.0.0.0"},
-		{"--nodeport-addresses", "primary,10.0.0.0/8"},
+		{"--nodeport-addresses", "primary,localhost"},
 		{"--dummy-interface", ""},
 		{"--config", file},
 	} {

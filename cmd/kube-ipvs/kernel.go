@@ -24,7 +24,8 @@ func newDataplane(o runOptions, mode string, log *slog.Logger) (dataplane.Datapl
 	}
 	fw := o.ipvsMode.Firewall
 	dp, err := iptproxy.NewDataplane(iptables.OSExec{}, iptproxy.Config{IPv4: true, IPv6: fw.IPv6,
-		ClusterCIDRs: fw.ClusterCIDRs, MasqueradeAll: fw.MasqueradeAll, Tools: iptables.Config{Backend: backend}}, conntrack.Cleaner{}, log)
+		ClusterCIDRs: fw.ClusterCIDRs, LocalInterface: fw.LocalInterface, MasqueradeAll: fw.MasqueradeAll,
+		MasqueradeMark: fw.MasqueradeMark, Tools: iptables.Config{Backend: backend}}, conntrack.Cleaner{}, log)
 	if err != nil {
 		return nil, fmt.Errorf("iptables proxier: %w", err)
 	}

@@ -40,7 +40,10 @@ type runOptions struct {
 	logLevel slog.Level      // derived from --log-level by controllerConfig
 	// rateEstimation is --ipvs-rate-estimation, derived by controllerConfig.
 	rateEstimation sysctl.RateEstimation
-	lockFile       string // --lock-file: held while the proxy runs (see lock.go)
+	// localFromNode is --detect-local-mode=NodeCIDR, derived by controllerConfig: the
+	// local CIDRs are the Node's spec.podCIDRs, read at start (see localdetect.go).
+	localFromNode bool
+	lockFile      string // --lock-file: held while the proxy runs (see lock.go)
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
@@ -113,7 +116,9 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 		RepairStep:        o.RepairStep,
 		NodePortPrimary:   p.NodePortPrimary,
 		NodePortAddresses: p.NodePortAddresses,
+		PrimaryNodeIP:     p.PrimaryNodeIP,
 		ServiceCIDRs:      p.ServiceCIDRs,
+		ConfigSyncPeriod:  o.ConfigSyncPeriod,
 	}
 	if cfg.NodeName == "" {
 		h, err := os.Hostname()
@@ -125,7 +130,10 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 	o.logLevel = p.LogLevel
 	o.ipvsMode.ExcludeCIDRs = p.ExcludeCIDRs
 	o.ipvsMode.Firewall.ClusterCIDRs = p.ClusterCIDRs
+	o.ipvsMode.Firewall.LocalInterface = p.LocalInterface
+	o.localFromNode = p.LocalFromNode
 	o.ipvsMode.Firewall.MasqueradeAll = o.MasqueradeAll
+	o.ipvsMode.Firewall.MasqueradeMark = p.MasqueradeMark
 	// IPv4 always; IPv6 where the kernel has it, or ip6tables and IPv6 sets would fail on
 	// every sync of an IPv4-only node.
 	o.ipvsMode.Firewall.IPv4 = true
@@ -139,8 +147,12 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 
 // serve builds the source, the reconcilers and the controller, and runs until a signal.
 func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logger) error {
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer cancel()
+	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// fatal stops the proxy from a background task (--bind-address-hard-fail, a changed
+	// NodeCIDR): serve returns its error.
+	ctx, fatal := context.WithCancelCause(sigCtx)
+	defer fatal(nil)
 	unlock, err := holdRunLock(ctx, o.lockFile, log)
 	if err != nil {
 		return err
@@ -155,6 +167,14 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	client, reload, err := newSource(ctx, o, log)
 	if err != nil {
 		return err
+	}
+
+	if o.localFromNode {
+		cidrs, err := watchPodCIDRs(ctx, client, cfg.NodeName, fatal, log)
+		if err != nil {
+			return err
+		}
+		o.ipvsMode.Firewall.ClusterCIDRs = cidrs
 	}
 
 	dp, err := newDataplane(o, mode, log)
@@ -203,9 +223,13 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 			return err
 		}
 	}
-	serveHTTP(ctx, "metrics", o.MetricsAddress, obs.Metrics.Serve, log)
+	hardFail := fatal
+	if !o.BindAddressHardFail {
+		hardFail = nil
+	}
+	serveHTTP(ctx, "metrics", o.MetricsAddress, obs.Metrics.Serve, hardFail, log)
 	serveState(ctx, o, cfg.NodeName, mode, cfg.NodePortAddresses, ctl, dp, log)
-	serveHTTP(ctx, "health", o.HealthzAddress, obs.ProxyHealth.Serve, log)
+	serveHTTP(ctx, "health", o.HealthzAddress, obs.ProxyHealth.Serve, hardFail, log)
 	if reload != nil {
 		go reloadOnHUP(ctx, reload, log)
 	}
@@ -219,6 +243,9 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	log.Info("kube-ipvs started", "mode", mode, "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
 		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.Manifests)
 	err = ctl.Run(ctx)
+	if cause := context.Cause(ctx); cause != nil && sigCtx.Err() == nil {
+		return cause // a fatal background error, not a signal
+	}
 	if handover != nil && ctx.Err() != nil { // a clean stop: the loop wrote its last
 		leaveHandover(handover, o.HandoverFile, log)
 	}
@@ -248,14 +275,18 @@ func leaveHandover(dp *ipvsmode.Dataplane, path string, log *slog.Logger) {
 }
 
 // serveHTTP runs one of the proxy's HTTP servers in the background. A server that cannot
-// listen is logged loudly; the proxy keeps programming the kernel without it.
-func serveHTTP(ctx context.Context, what, addr string, serve func(context.Context, string) error, log *slog.Logger) {
+// listen is logged loudly; the proxy keeps programming the kernel without it, unless fatal
+// is set (--bind-address-hard-fail): then it stops the proxy with the error.
+func serveHTTP(ctx context.Context, what, addr string, serve func(context.Context, string) error, fatal context.CancelCauseFunc, log *slog.Logger) {
 	if addr == "" {
 		return
 	}
 	go func() {
 		if err := serve(ctx, addr); err != nil && ctx.Err() == nil {
 			log.Error("HTTP server stopped", "server", what, "address", addr, "err", err)
+			if fatal != nil {
+				fatal(fmt.Errorf("--bind-address-hard-fail: the %s server on %s stopped: %w", what, addr, err))
+			}
 		}
 	}()
 	log.Info("serving", "server", what, "address", addr)
@@ -315,6 +346,9 @@ func newSource(ctx context.Context, o runOptions, log *slog.Logger) (kubernetes.
 			return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 		}
 		rc.UserAgent = "kube-ipvs/" + version
+		// kube-proxy's clientConnection; zero values keep client-go's defaults.
+		rc.QPS, rc.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+		rc.ContentType, rc.AcceptContentTypes = o.KubeAPIContentType, o.KubeAPIAcceptContentTypes
 		cs, err := kubernetes.NewForConfig(rc)
 		return cs, nil, err
 	}
