@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Setting is one sysctl, by its dotted name.
@@ -17,13 +18,89 @@ type Setting struct {
 	// Why is shown in errors and logs: an operator who sees a failure needs to know what
 	// breaks without it.
 	Why string
+	// AtLeast makes Value a floor (a whole number): a larger current value is left alone.
+	// Table sizes are raised, never lowered, since the operator or another component may
+	// have raised them further for a reason.
+	AtLeast bool
+	// File is the setting's path under SysRoot when it is a kernel module parameter rather
+	// than a sysctl (module/nf_conntrack/parameters/hashsize); Name then names it in logs.
+	File string
 }
 
-// Root is where sysctls live; tests point it elsewhere.
-var Root = "/proc/sys"
+// Root is where sysctls live, and SysRoot where module parameters do; tests point them
+// elsewhere.
+var (
+	Root    = "/proc/sys"
+	SysRoot = "/sys"
+)
 
 func path(name string) string {
 	return filepath.Join(Root, strings.ReplaceAll(name, ".", "/"))
+}
+
+func (s Setting) path() string {
+	if s.File != "" {
+		return filepath.Join(SysRoot, s.File)
+	}
+	return path(s.Name)
+}
+
+// satisfied reports whether the current value cur already meets s.
+func (s Setting) satisfied(cur string) bool {
+	if !s.AtLeast {
+		return cur == s.Value
+	}
+	have, err1 := strconv.ParseInt(cur, 10, 64)
+	want, err2 := strconv.ParseInt(s.Value, 10, 64)
+	return err1 == nil && err2 == nil && have >= want
+}
+
+// Error is a setting Apply could not make: the setting, the value it holds now ("" when it
+// could not be read) and why the write failed.
+type Error struct {
+	Setting Setting
+	Current string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	have := ""
+	if e.Current != "" {
+		have = ", now " + e.Current
+	}
+	kind := "sysctl "
+	if e.Setting.File != "" {
+		kind = ""
+	}
+	return fmt.Sprintf("%s%s=%s (%s%s): %v", kind, e.Setting.Name, e.Setting.Value, e.Setting.Why, have, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Unwritable reports whether the setting exists but this process may not change it: /proc/sys
+// (or /sys) mounted read-only, as container runtimes do in every container that is not
+// privileged, or a missing capability.
+func (e *Error) Unwritable() bool {
+	return errors.Is(e.Err, syscall.EROFS) || errors.Is(e.Err, syscall.EACCES) || errors.Is(e.Err, syscall.EPERM)
+}
+
+// Errors lists the *Error values in an error Apply returned.
+func Errors(err error) []*Error {
+	var out []*Error
+	var walk func(error)
+	walk = func(err error) {
+		if e, ok := err.(*Error); ok {
+			out = append(out, e)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
 }
 
 // Get reads a sysctl.
@@ -35,17 +112,35 @@ func Get(name string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// Apply sets each setting whose current value differs (so a restart writes nothing) and
-// returns one error per setting that failed, naming it and why it matters.
+// read returns a setting's current value.
+func (s Setting) read() (string, error) {
+	b, err := os.ReadFile(s.path())
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Apply sets each setting whose current value does not meet it (so a restart writes
+// nothing) and returns one *Error per setting that failed, joined, naming it and why it
+// matters.
 func Apply(settings []Setting) (changed []Setting, err error) {
 	var errs []error
 	for _, s := range settings {
-		cur, gerr := Get(s.Name)
-		if gerr == nil && cur == s.Value {
+		cur, gerr := s.read()
+		if gerr == nil && s.satisfied(cur) {
 			continue
 		}
-		if werr := os.WriteFile(path(s.Name), []byte(s.Value), 0o644); werr != nil {
-			errs = append(errs, fmt.Errorf("sysctl %s=%s (%s): %w", s.Name, s.Value, s.Why, werr))
+		// No O_CREATE: a setting the kernel lacks is an error, not a new file.
+		f, werr := os.OpenFile(s.path(), os.O_WRONLY|os.O_TRUNC, 0)
+		if werr == nil {
+			_, werr = f.WriteString(s.Value)
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+		}
+		if werr != nil {
+			errs = append(errs, &Error{Setting: s, Current: cur, Err: werr})
 			continue
 		}
 		changed = append(changed, s)
@@ -103,24 +198,24 @@ const RunEstimation = "net.ipv4.vs.run_estimation"
 // ("6.1.0-57-amd64").
 func ForProxy(release string, o Options) []Setting {
 	s := []Setting{
-		{"net.ipv4.ip_forward", "1", "forward traffic to pods on other nodes"},
-		{"net.ipv4.vs.conntrack", "1", "keep conntrack entries for IPVS connections, for iptables masquerade and filtering"},
-		{"net.ipv4.vs.expire_nodest_conn", "1", "drop connections whose real server was deleted, so clients reconnect to a live one"},
-		{"net.ipv4.vs.expire_quiescent_template", "1", "end session affinity to a real server at weight 0"},
+		{Name: "net.ipv4.ip_forward", Value: "1", Why: "forward traffic to pods on other nodes"},
+		{Name: "net.ipv4.vs.conntrack", Value: "1", Why: "keep conntrack entries for IPVS connections, for iptables masquerade and filtering"},
+		{Name: "net.ipv4.vs.expire_nodest_conn", Value: "1", Why: "drop connections whose real server was deleted, so clients reconnect to a live one"},
+		{Name: "net.ipv4.vs.expire_quiescent_template", Value: "1", Why: "end session affinity to a real server at weight 0"},
 	}
 	if ConnReuseModeStalls(release) {
-		s = append(s, Setting{"net.ipv4.vs.conn_reuse_mode", "0", "avoid one-second stalls on reused source ports (kernels 4.1-5.8)"})
+		s = append(s, Setting{Name: "net.ipv4.vs.conn_reuse_mode", Value: "0", Why: "avoid one-second stalls on reused source ports (kernels 4.1-5.8)"})
 	}
 	switch o.RateEstimation {
 	case RateEstimationOff:
-		s = append(s, Setting{RunEstimation, "0", "--ipvs-rate-estimation=off: stop the kernel's rate estimation, whose walk over every virtual and real server delays endpoint changes at tens of thousands of Services on kernels before 6.2 (the setting needs Linux 5.16 or a backport)"})
+		s = append(s, Setting{Name: RunEstimation, Value: "0", Why: "--ipvs-rate-estimation=off: stop the kernel's rate estimation, whose walk over every virtual and real server delays endpoint changes at tens of thousands of Services on kernels before 6.2 (the setting needs Linux 5.16 or a backport)"})
 	case RateEstimationOn:
-		s = append(s, Setting{RunEstimation, "1", "--ipvs-rate-estimation=on: keep the rates ipvsadm --rate shows up to date (the setting needs Linux 5.16 or a backport)"})
+		s = append(s, Setting{Name: RunEstimation, Value: "1", Why: "--ipvs-rate-estimation=on: keep the rates ipvsadm --rate shows up to date (the setting needs Linux 5.16 or a backport)"})
 	}
 	if o.StrictARP {
 		s = append(s,
-			Setting{"net.ipv4.conf.all.arp_ignore", "1", "--strict-arp: answer ARP only for addresses on the receiving interface"},
-			Setting{"net.ipv4.conf.all.arp_announce", "2", "--strict-arp: never announce VIPs from kube-ipvs0"})
+			Setting{Name: "net.ipv4.conf.all.arp_ignore", Value: "1", Why: "--strict-arp: answer ARP only for addresses on the receiving interface"},
+			Setting{Name: "net.ipv4.conf.all.arp_announce", Value: "2", Why: "--strict-arp: never announce VIPs from kube-ipvs0"})
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestForProxyByKernelVersion(t *testing.T) {
@@ -55,9 +56,9 @@ func TestApplyWritesOnlyWhatDiffersAndNamesFailures(t *testing.T) {
 	mk("net.ipv4.ip_forward", "1")
 	mk("net.ipv4.vs.conntrack", "0")
 	changed, err := Apply([]Setting{
-		{"net.ipv4.ip_forward", "1", "a"},
-		{"net.ipv4.vs.conntrack", "1", "b"},
-		{"net.ipv4.missing/dir.x", "1", "needed for c"},
+		{Name: "net.ipv4.ip_forward", Value: "1", Why: "a"},
+		{Name: "net.ipv4.vs.conntrack", Value: "1", Why: "b"},
+		{Name: "net.ipv4.missing/dir.x", Value: "1", Why: "needed for c"},
 	})
 	if len(changed) != 1 || changed[0].Name != "net.ipv4.vs.conntrack" {
 		t.Errorf("changed %v, want only vs.conntrack", changed)
@@ -101,5 +102,90 @@ func TestRateEstimationSetsRunEstimationOnlyWhenAsked(t *testing.T) {
 	}
 	if _, err := ParseRateEstimation("false"); err == nil {
 		t.Error(`"false" accepted`)
+	}
+}
+
+// The table size is kube-proxy's: maxPerCore x CPUs, capped at 1Mi, never below min; 0
+// leaves it alone.
+func TestConntrackMax(t *testing.T) {
+	cases := []struct {
+		c    Conntrack
+		cpus int
+		want int
+	}{
+		{Conntrack{MaxPerCore: 32768, Min: 131072}, 2, 131072},     // min wins
+		{Conntrack{MaxPerCore: 32768, Min: 131072}, 8, 262144},     // scaled wins
+		{Conntrack{MaxPerCore: 32768, Min: 131072}, 512, 1 << 20},  // capped
+		{Conntrack{MaxPerCore: 32768, Min: 2 << 20}, 512, 2 << 20}, // min above the cap (D11)
+		{Conntrack{MaxPerCore: 0, Min: 131072}, 8, 0},              // leave alone
+		{Conntrack{MaxPerCore: 1000}, 3, 3000},
+	}
+	for _, c := range cases {
+		if got := ConntrackMax(c.c, c.cpus); got != c.want {
+			t.Errorf("ConntrackMax(%+v, %d) = %d, want %d", c.c, c.cpus, got, c.want)
+		}
+	}
+}
+
+// nf_conntrack_max and the hash size are only raised; the timeouts are set exactly, in
+// seconds, and only when non-zero; tcpBeLiberal only when true. A read-only file is an
+// unwritable *Error naming the setting.
+func TestConntrackSettingsRaiseTheTableAndSetTimeouts(t *testing.T) {
+	Root, SysRoot = t.TempDir(), t.TempDir()
+	defer func() { Root, SysRoot = "/proc/sys", "/sys" }()
+	mk := func(p, v string) {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(v+"\n"), 0o644)
+	}
+	mk(path(ConntrackMaxName), "262144") // raised by the operator: stays
+	mk(filepath.Join(SysRoot, ConntrackHashsizeFile), "16384")
+	for _, n := range []string{"tcp_timeout_established", "tcp_timeout_close_wait", "tcp_be_liberal", "udp_timeout", "udp_timeout_stream"} {
+		mk(path("net.netfilter.nf_conntrack_"+n), "7")
+	}
+	c := Conntrack{MaxPerCore: 32768, Min: 131072, TCPEstablishedTimeout: 24 * time.Hour, TCPCloseWaitTimeout: time.Hour, UDPStreamTimeout: 90 * time.Second}
+	if _, err := Apply(ForConntrack(c, 2)); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		ConntrackMaxName: "262144",
+		"net.netfilter.nf_conntrack_tcp_timeout_established": "86400",
+		"net.netfilter.nf_conntrack_tcp_timeout_close_wait":  "3600",
+		"net.netfilter.nf_conntrack_udp_timeout_stream":      "90",
+		"net.netfilter.nf_conntrack_udp_timeout":             "7", // 0: left alone
+		"net.netfilter.nf_conntrack_tcp_be_liberal":          "7", // false: left alone
+	} {
+		if got, _ := Get(name); got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(SysRoot, ConntrackHashsizeFile)); string(b) != "32768" {
+		t.Errorf("hashsize = %q, want 32768 (131072/4)", b)
+	}
+
+	// Lower the table: it is raised back. Make be_liberal read-only and ask for it.
+	mk(path(ConntrackMaxName), "1000")
+	os.Chmod(path("net.netfilter.nf_conntrack_tcp_be_liberal"), 0o444)
+	c.TCPBeLiberal = true
+	_, err := Apply(ForConntrack(c, 2))
+	if got, _ := Get(ConntrackMaxName); got != "131072" {
+		t.Errorf("nf_conntrack_max = %s, want raised to 131072", got)
+	}
+	if os.Geteuid() == 0 {
+		return // root writes a 0444 file anyway
+	}
+	errs := Errors(err)
+	if len(errs) != 1 || !errs[0].Unwritable() || errs[0].Setting.Name != "net.netfilter.nf_conntrack_tcp_be_liberal" || errs[0].Current != "7" {
+		t.Fatalf("errors %v, want one unwritable tcp_be_liberal, now 7", err)
+	}
+	if !strings.Contains(err.Error(), "sysctl net.netfilter.nf_conntrack_tcp_be_liberal=1") {
+		t.Errorf("error %q does not name the sysctl and value", err)
+	}
+}
+
+func TestCountCPUList(t *testing.T) {
+	for in, want := range map[string]int{"0": 1, "0-3": 4, "0-3,8,10-11": 7, "": 0, "x": 0, "3-1": 0} {
+		if got := countCPUList(in); got != want {
+			t.Errorf("countCPUList(%q) = %d, want %d", in, got, want)
+		}
 	}
 }
