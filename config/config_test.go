@@ -67,50 +67,70 @@ kubeAPIBurst: 40
 kubeAPIContentType: application/vnd.kubernetes.protobuf
 kubeAPIAcceptContentTypes: application/json
 configSyncPeriod: 15m
+conntrackMaxPerCore: 0
+conntrackMin: 262144
+conntrackTCPEstablishedTimeout: 2h
+conntrackTCPCloseWaitTimeout: 0s
+conntrackTCPBeLiberal: true
+conntrackUDPTimeout: 30s
+conntrackUDPStreamTimeout: 2m
+oomScoreAdj: 0
+loggingFormat: json
+verbosity: 4
 `
 	s, warnings := parseOK(t, doc)
 	if len(warnings) != 0 {
 		t.Errorf("warnings: %q", warnings)
 	}
 	want := map[string]string{
-		"kubeconfig":                    "/etc/kubernetes/kube-ipvs.conf",
-		"manifests":                     "/srv/manifests",
-		"hostname-override":             "worker-1",
-		"scheduler":                     "wlc",
-		"sync-period":                   "1m0s",
-		"min-sync-period":               "500ms",
-		"repair-step":                   "50",
-		"nodeport-addresses":            "10.0.0.0/8,fd00::/64",
-		"service-node-port-range":       "20000-22767",
-		"dummy-interface":               "ipvs0",
-		"vip-binding":                   "route",
-		"graceful-termination-timeout":  "2m30s",
-		"ipvs-tcp-timeout":              "15m0s",
-		"ipvs-tcpfin-timeout":           "2m0s",
-		"ipvs-udp-timeout":              "5m0s",
-		"strict-arp":                    "true",
-		"ipvs-rate-estimation":          "off",
-		"healthz-bind-address":          "[::]:10256",
-		"metrics-bind-address":          "0.0.0.0:10249",
-		"state-socket":                  "/run/kipvs/s.sock",
-		"handover-file":                 "/run/kipvs/handover",
-		"log-level":                     "debug",
-		"cluster-cidr":                  "10.244.0.0/16,fd00:10:244::/56",
-		"masquerade-all":                "true",
-		"exclude-cidrs":                 "192.168.100.0/24,192.168.200.0/24",
-		"service-cidr":                  "10.96.0.0/12,fd00:96::/108",
-		"cleanup-kube-proxy":            "true",
-		"detect-local-mode":             "InterfaceNamePrefix",
-		"pod-bridge-interface":          "cbr0",
-		"pod-interface-name-prefix":     "veth",
-		"iptables-masquerade-bit":       "15",
-		"bind-address":                  "192.168.1.10",
-		"bind-address-hard-fail":        "true",
-		"kube-api-qps":                  "20",
-		"kube-api-burst":                "40",
-		"kube-api-content-type":         "application/vnd.kubernetes.protobuf",
-		"kube-api-accept-content-types": "application/json",
-		"config-sync-period":            "15m0s",
+		"kubeconfig":                        "/etc/kubernetes/kube-ipvs.conf",
+		"manifests":                         "/srv/manifests",
+		"hostname-override":                 "worker-1",
+		"scheduler":                         "wlc",
+		"sync-period":                       "1m0s",
+		"min-sync-period":                   "500ms",
+		"repair-step":                       "50",
+		"nodeport-addresses":                "10.0.0.0/8,fd00::/64",
+		"service-node-port-range":           "20000-22767",
+		"dummy-interface":                   "ipvs0",
+		"vip-binding":                       "route",
+		"graceful-termination-timeout":      "2m30s",
+		"ipvs-tcp-timeout":                  "15m0s",
+		"ipvs-tcpfin-timeout":               "2m0s",
+		"ipvs-udp-timeout":                  "5m0s",
+		"strict-arp":                        "true",
+		"ipvs-rate-estimation":              "off",
+		"healthz-bind-address":              "[::]:10256",
+		"metrics-bind-address":              "0.0.0.0:10249",
+		"state-socket":                      "/run/kipvs/s.sock",
+		"handover-file":                     "/run/kipvs/handover",
+		"log-level":                         "debug",
+		"cluster-cidr":                      "10.244.0.0/16,fd00:10:244::/56",
+		"masquerade-all":                    "true",
+		"exclude-cidrs":                     "192.168.100.0/24,192.168.200.0/24",
+		"service-cidr":                      "10.96.0.0/12,fd00:96::/108",
+		"cleanup-kube-proxy":                "true",
+		"detect-local-mode":                 "InterfaceNamePrefix",
+		"pod-bridge-interface":              "cbr0",
+		"pod-interface-name-prefix":         "veth",
+		"iptables-masquerade-bit":           "15",
+		"bind-address":                      "192.168.1.10",
+		"bind-address-hard-fail":            "true",
+		"kube-api-qps":                      "20",
+		"kube-api-burst":                    "40",
+		"kube-api-content-type":             "application/vnd.kubernetes.protobuf",
+		"kube-api-accept-content-types":     "application/json",
+		"config-sync-period":                "15m0s",
+		"conntrack-max-per-core":            "0",
+		"conntrack-min":                     "262144",
+		"conntrack-tcp-timeout-established": "2h0m0s",
+		"conntrack-tcp-timeout-close-wait":  "0s",
+		"conntrack-tcp-be-liberal":          "true",
+		"conntrack-udp-timeout":             "30s",
+		"conntrack-udp-timeout-stream":      "2m0s",
+		"oom-score-adj":                     "0",
+		"logging-format":                    "json",
+		"v":                                 "4",
 	}
 	if s.Kind != Kind {
 		t.Errorf("Kind = %q", s.Kind)
@@ -409,15 +429,17 @@ ipvs:
 		"kube-proxy configuration: fields kube-ipvs deliberately ignores (see docs/kubeproxyconfiguration.md for why): " +
 			"enableProfiling, featureGates.SomeAlphaFeature, featureGates.SomeBetaFeature, iptables.minSyncPeriod, " +
 			"iptables.syncPeriod, serviceProxyName",
-		"kube-proxy configuration: fields set but not applied by kube-ipvs: conntrack.maxPerCore, conntrack.min, " +
-			"conntrack.tcpEstablishedTimeout, logging.format, logging.verbosity, oomScoreAdj",
 	}
 	if !slices.Equal(warnings, want) {
 		t.Errorf("warnings:\n%s\nwant exactly:\n%s", strings.Join(warnings, "\n"), strings.Join(want, "\n"))
 	}
 	wantValues := map[string]string{"strict-arp": "true", "kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf",
 		"detect-local-mode": "InterfaceNamePrefix", "pod-interface-name-prefix": "veth", "iptables-masquerade-bit": "14",
-		"kube-api-qps": "50", "kube-api-burst": "100"}
+		"kube-api-qps": "50", "kube-api-burst": "100",
+		// conntrack, logging and oomScoreAdj are applied; a zero timeout is passed on, as it
+		// means "leave the kernel's" in kube-proxy, not the 1h default.
+		"conntrack-max-per-core": "32768", "conntrack-min": "131072", "conntrack-tcp-timeout-established": "24h0m0s",
+		"conntrack-tcp-timeout-close-wait": "0s", "logging-format": "json", "v": "4", "oom-score-adj": "-999"}
 	if !maps.Equal(s.Values, wantValues) {
 		t.Errorf("values %v, want %v", s.Values, wantValues)
 	}
@@ -652,6 +674,16 @@ func runLikeFlags() *pflag.FlagSet {
 	fs.String("healthz-bind-address", "0.0.0.0:10256", "")
 	fs.String("metrics-bind-address", "127.0.0.1:10249", "")
 	fs.String("log-level", "info", "")
+	fs.Int("conntrack-max-per-core", 32768, "")
+	fs.Int("conntrack-min", 131072, "")
+	fs.Duration("conntrack-tcp-timeout-established", 24*time.Hour, "")
+	fs.Duration("conntrack-tcp-timeout-close-wait", time.Hour, "")
+	fs.Bool("conntrack-tcp-be-liberal", false, "")
+	fs.Duration("conntrack-udp-timeout", 0, "")
+	fs.Duration("conntrack-udp-timeout-stream", 0, "")
+	fs.Int("oom-score-adj", -999, "")
+	fs.String("logging-format", "text", "")
+	fs.Int("v", 0, "")
 	fs.String("cluster-cidr", "", "")
 	fs.Bool("masquerade-all", false, "")
 	fs.StringSlice("exclude-cidrs", nil, "")
@@ -755,5 +787,39 @@ func TestApplyToFlagsErrors(t *testing.T) {
 	}
 	if err := ApplyToFlags(nil, fs); err != nil {
 		t.Errorf("nil settings: %v", err)
+	}
+}
+
+// The kube-proxy logging and conntrack fields kube-ipvs cannot honour are refused, each
+// naming the field and why; the zero values kubeadm writes pass.
+func TestKubeProxyLoggingAndConntrackRefusals(t *testing.T) {
+	for doc, want := range map[string]string{
+		"logging:\n  vmodule:\n  - filePattern: proxier.go\n    verbosity: 5\n": "logging.vmodule: [{\"filePattern\":\"proxier.go\",\"verbosity\":5}] is not supported: kube-ipvs has no per-file verbosity",
+		"logging:\n  options:\n    json:\n      splitStream: true\n":            "logging.options.json.splitStream: true is not supported: kube-ipvs writes every log line to stderr",
+		"logging:\n  format: logfmt\n":                                          `logging.format: "logfmt": kube-ipvs writes text or json`,
+		"conntrack:\n  max: 100000\n":                                           "conntrack.max: 100000 is not supported: removed from kube-proxy",
+		"oomScoreAdj: -1001\n":                                                  "oomScoreAdj: -1001 must be between -1000 and 1000",
+	} {
+		_, _, err := Parse([]byte(kpHeader + doc))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want it to contain %q", doc, err, want)
+		}
+	}
+	s, warnings := parseOK(t, kpHeader+`
+logging:
+  flushFrequency: 5s
+  vmodule: []
+  options:
+    json: {infoBufferSize: "0", splitStream: false}
+    text: {infoBufferSize: "0"}
+conntrack:
+  max: null
+  maxPerCore: 0
+  udpTimeout: 0s
+oomScoreAdj: 0
+`)
+	want := map[string]string{"conntrack-max-per-core": "0", "oom-score-adj": "0"}
+	if len(warnings) != 0 || !maps.Equal(s.Values, want) {
+		t.Errorf("values %v warnings %q, want %v and none", s.Values, warnings, want)
 	}
 }

@@ -64,6 +64,24 @@ func honour(path, flag string, p parser, doc string) kpField {
 		}}
 }
 
+// exact is honour for a field whose zero value is a setting of its own (conntrack.maxPerCore
+// 0 leaves the table alone, a 0s timeout the kernel's; oomScoreAdj 0 is a score): only
+// null means the default.
+func exact(path, flag string, p parser, doc string) kpField {
+	return kpField{path: path, status: kpHonoured, flag: flag, doc: doc,
+		read: func(k *kubeProxyReader, path string, v any) {
+			if v == nil {
+				return
+			}
+			val, err := p(path, v)
+			if err != nil {
+				k.problems = append(k.problems, err.Error())
+				return
+			}
+			k.values[flag] = val
+		}}
+}
+
 // fallback is honour for a field that yields to another one setting the same flag.
 func fallback(path, flag string, p parser, doc string) kpField {
 	return kpField{path: path, status: kpHonoured, flag: flag, doc: doc,
@@ -103,13 +121,14 @@ var kubeProxyFields = []kpField{
 	honour("clientConnection.qps", "kube-api-qps", parseQPS, "API requests per second"),
 	honour("clusterCIDR", FlagClusterCIDR, parseClusterCIDR, "the pods' CIDRs (a dual-stack pair comma-separated): with detectLocalMode ClusterCIDR, ClusterIP traffic from outside them is masqueraded"),
 	honour("configSyncPeriod", "config-sync-period", parseDuration, "how often the informers re-deliver their cached Services, EndpointSlices and Node"),
-	notApplied("conntrack.maxPerCore"),
-	notApplied("conntrack.min"),
-	notApplied("conntrack.tcpBeLiberal"),
-	notApplied("conntrack.tcpCloseWaitTimeout"),
-	notApplied("conntrack.tcpEstablishedTimeout"),
-	notApplied("conntrack.udpStreamTimeout"),
-	notApplied("conntrack.udpTimeout"),
+	refuse("conntrack.max", "removed from kube-proxy: size the table with conntrack.maxPerCore and conntrack.min"),
+	exact("conntrack.maxPerCore", "conntrack-max-per-core", parseInt32Count, "nf_conntrack_max is raised (never lowered) to this x the node's CPUs, at most 1048576 and at least conntrack.min, and the conntrack hash size to a quarter of it (0: leave both alone)"),
+	exact("conntrack.min", "conntrack-min", parseInt32Count, "the least nf_conntrack_max the table is raised to, whatever maxPerCore gives (kube-proxy 1.37 lets the 1048576 cap win over it: D11)"),
+	honour("conntrack.tcpBeLiberal", "conntrack-tcp-be-liberal", parseBool, "nf_conntrack_tcp_be_liberal=1: out-of-window TCP packets are not marked invalid"),
+	exact("conntrack.tcpCloseWaitTimeout", "conntrack-tcp-timeout-close-wait", parseDuration, "nf_conntrack_tcp_timeout_close_wait (0s: the kernel's)"),
+	exact("conntrack.tcpEstablishedTimeout", "conntrack-tcp-timeout-established", parseDuration, "nf_conntrack_tcp_timeout_established (0s: the kernel's)"),
+	honour("conntrack.udpStreamTimeout", "conntrack-udp-timeout-stream", parseDuration, "nf_conntrack_udp_timeout_stream (0s: the kernel's)"),
+	honour("conntrack.udpTimeout", "conntrack-udp-timeout", parseDuration, "nf_conntrack_udp_timeout (0s: the kernel's)"),
 	honour("detectLocal.bridgeInterface", "pod-bridge-interface", parseInterfaceName, "with detectLocalMode BridgeInterface: traffic arriving on this bridge is from local pods"),
 	fallback("detectLocal.clusterCIDRs", FlagClusterCIDR, parseCIDRList, "the pods' CIDRs as a list (newer files); clusterCIDR wins when both are set"),
 	honour("detectLocal.interfaceNamePrefix", "pod-interface-name-prefix", parseInterfacePrefix, "with detectLocalMode InterfaceNamePrefix: traffic arriving on an interface named so is from local pods"),
@@ -133,7 +152,14 @@ var kubeProxyFields = []kpField{
 	honour("ipvs.tcpTimeout", "ipvs-tcp-timeout", parseDuration, "IPVS timeout of established TCP connections (0s: the kernel's)"),
 	honour("ipvs.udpTimeout", "ipvs-udp-timeout", parseDuration, "IPVS timeout of UDP flows (0s: the kernel's)"),
 	{path: "kind", status: kpHonoured, doc: "must be KubeProxyConfiguration", read: func(*kubeProxyReader, string, any) {}},
-	notApplied("logging"),
+	{path: "logging.flushFrequency", status: kpHonoured, doc: "nothing to do: kube-ipvs writes each log line unbuffered as it is logged", read: func(*kubeProxyReader, string, any) {}},
+	honour("logging.format", "logging-format", parseLogFormat, "text, or json: kube-proxy's JSON lines (ts, caller, msg, v, err)"),
+	{path: "logging.options.json.infoBufferSize", status: kpHonoured, doc: "nothing to do: it sizes the stdout buffer of splitStream, which kube-ipvs refuses", read: func(*kubeProxyReader, string, any) {}},
+	refuse("logging.options.json.splitStream", "kube-ipvs writes every log line to stderr; it cannot send info lines to stdout"),
+	{path: "logging.options.text.infoBufferSize", status: kpHonoured, doc: "nothing to do: it sizes the stdout buffer of splitStream, which kube-ipvs refuses", read: func(*kubeProxyReader, string, any) {}},
+	refuse("logging.options.text.splitStream", "kube-ipvs writes every log line to stderr; it cannot send info lines to stdout"),
+	honour("logging.verbosity", "v", parseInt32Count, "4 or more also logs kube-ipvs's debug lines, as --log-level=debug"),
+	refuse("logging.vmodule", "kube-ipvs has no per-file verbosity: use logging.verbosity"),
 	{path: "masqueradeAll", status: kpHonoured, flag: FlagMasqueradeAll, doc: docMasquerading, read: (*kubeProxyReader).readMasqueradeAll},
 	honour("metricsBindAddress", "metrics-bind-address", bindAddress(defaultPort(metrics.DefaultAddress)), "the Prometheus /metrics server (a bare IP gets port 10249)"),
 	fallback("minSyncPeriod", "min-sync-period", parseDuration, "the shortest time between two syncs; ipvs.minSyncPeriod wins"),
@@ -144,7 +170,7 @@ var kubeProxyFields = []kpField{
 	ignore("nftables.syncPeriod", fmt.Sprintf(docOtherMode, "nftables", "ipvs.syncPeriod or syncPeriod")),
 	ignore("nftables.tableName", "a setting of kube-proxy's nftables mode, which kube-ipvs is not: kube-ipvs's iptables chains are named KIPVS-*"),
 	honour("nodePortAddresses", "nodeport-addresses", parseNodePortAddresses, "the node addresses that get NodePorts: CIDRs, primary (the Node's InternalIPs) and all, combined; localhost is refused"),
-	notApplied("oomScoreAdj"),
+	exact("oomScoreAdj", "oom-score-adj", parseOOMScoreAdj, "written to /proc/self/oom_score_adj at start (default -999; below the runtime's value it needs CAP_SYS_RESOURCE)"),
 	ignore("portRange", "kube-proxy ignores it too (it was the userspace proxy's)"),
 	ignore("serviceProxyName", "no kube-proxy reads it; kube-ipvs, like kube-proxy, leaves every Service labelled service.kubernetes.io/service-proxy-name to another proxy"),
 	ignore("showHiddenMetricsForVersion", "kube-ipvs has no hidden metrics"),

@@ -84,7 +84,38 @@ type Options struct {
 	KubeAPIAcceptContentTypes string
 	// ConfigSyncPeriod is the informers' resync period (0: none).
 	ConfigSyncPeriod time.Duration
+	// Conntrack holds the --conntrack-* flags, kube-proxy's conntrack section.
+	Conntrack ConntrackOptions
+	// OOMScoreAdj is --oom-score-adj, written to /proc/self/oom_score_adj at start.
+	OOMScoreAdj int
+	// LoggingFormat is --logging-format (text or json) and Verbosity is -v, kube-proxy's
+	// logging.format and logging.verbosity.
+	LoggingFormat string
+	Verbosity     int
+	// InitOnly is --init-only: do what needs a writable /proc/sys, then exit.
+	InitOnly bool
 }
+
+// ConntrackOptions are kube-proxy's conntrack settings (sysctl.Conntrack), with its defaults.
+type ConntrackOptions struct {
+	MaxPerCore, Min                            int
+	TCPEstablishedTimeout, TCPCloseWaitTimeout time.Duration
+	TCPBeLiberal                               bool
+	UDPTimeout, UDPStreamTimeout               time.Duration
+}
+
+// kube-proxy's defaults for its conntrack settings and oomScoreAdj.
+const (
+	DefaultConntrackMaxPerCore = 32768
+	DefaultConntrackMin        = 131072
+	DefaultOOMScoreAdj         = -999
+)
+
+// The logging formats of --logging-format.
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
 
 // AddFlags defines the run flags on fs, bound to o, with their defaults and help texts.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
@@ -128,8 +159,19 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StateSocket, "state-socket", introspect.DefaultSocket, "unix socket that serves the desired state to `kube-ipvs list` and `explain` on this node (never a TCP port; empty: none)")
 	fs.StringVar(&o.HandoverFile, "handover-file", "", "IPVS mode: file a clean stop writes the applied virtual servers to, and the next start on the same boot takes (and removes), so that its first sync reads back only the virtual servers that changed instead of all of them; the first repair cycle still checks everything (empty: none; deploy/ sets /run/kube-ipvs/ipvs-handover)")
 	fs.BoolVar(&o.CleanupKubeProxy, FlagCleanupKubeProxy, false, "once the first full sync has written the proxy's own rules, remove what kube-proxy left on the node, as `kube-ipvs cleanup --kube-proxy` (its KUBE-* chains, the rules that jump to them, its KUBE-* ipsets; never kube-ipvs' objects, virtual servers or kube-ipvs0), retrying with backoff until it succeeds; readiness does not wait for it")
+	fs.IntVar(&o.Conntrack.MaxPerCore, "conntrack-max-per-core", DefaultConntrackMaxPerCore, "conntrack table entries per CPU: net.netfilter.nf_conntrack_max is raised (never lowered) to this times the node's CPUs, at most 1048576 and at least --conntrack-min, and the conntrack hash size to a quarter of that (0: leave both as they are)")
+	fs.IntVar(&o.Conntrack.Min, "conntrack-min", DefaultConntrackMin, "the least net.netfilter.nf_conntrack_max the proxy raises the table to, whatever --conntrack-max-per-core gives")
+	fs.DurationVar(&o.Conntrack.TCPEstablishedTimeout, "conntrack-tcp-timeout-established", 24*time.Hour, "net.netfilter.nf_conntrack_tcp_timeout_established: how long an idle established TCP connection stays tracked (0: leave the kernel's)")
+	fs.DurationVar(&o.Conntrack.TCPCloseWaitTimeout, "conntrack-tcp-timeout-close-wait", time.Hour, "net.netfilter.nf_conntrack_tcp_timeout_close_wait (0: leave the kernel's)")
+	fs.BoolVar(&o.Conntrack.TCPBeLiberal, "conntrack-tcp-be-liberal", false, "set net.netfilter.nf_conntrack_tcp_be_liberal=1: out-of-window TCP packets are not marked invalid (asymmetric paths through middleboxes)")
+	fs.DurationVar(&o.Conntrack.UDPTimeout, "conntrack-udp-timeout", 0, "net.netfilter.nf_conntrack_udp_timeout: how long a UDP flow without replies stays tracked (0: leave the kernel's)")
+	fs.DurationVar(&o.Conntrack.UDPStreamTimeout, "conntrack-udp-timeout-stream", 0, "net.netfilter.nf_conntrack_udp_timeout_stream: how long a UDP flow with replies stays tracked (0: leave the kernel's)")
+	fs.IntVar(&o.OOMScoreAdj, "oom-score-adj", DefaultOOMScoreAdj, "written to /proc/self/oom_score_adj at start, -1000..1000: under memory pressure the kernel kills almost anything before the node's service proxy (below the value the container runtime gave the process it needs CAP_SYS_RESOURCE)")
+	fs.BoolVar(&o.InitOnly, "init-only", false, "load the kernel modules and set the sysctls and conntrack limits the proxy needs (what needs a writable /proc/sys and /sys, so a privileged container), then exit 0; the proxy itself can then run with NET_ADMIN and NET_RAW")
 	fs.BoolVar(&o.Once, "once", false, "sync once, then exit 0 on success or 1 on failure")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.LoggingFormat, "logging-format", LogFormatText, "log format: text (key=value lines) or json (kube-proxy's JSON lines: ts, caller, msg, v, err)")
+	fs.IntVarP(&o.Verbosity, "v", "v", 0, "kube-proxy's log verbosity: 4 or more logs debug messages too, as --log-level=debug does")
 }
 
 // ReadConfigFile fills o from the file --config names, if any: every setting the file gives

@@ -44,8 +44,9 @@ func TestValidateParsesTheOptions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the defaults do not validate: %v", err)
 	}
+	defaultConntrack := sysctl.Conntrack{MaxPerCore: 32768, Min: 131072, TCPEstablishedTimeout: 24 * time.Hour, TCPCloseWaitTimeout: time.Hour}
 	want := Parsed{LogLevel: slog.LevelInfo, NodePortMin: 30000, NodePortMax: 32767, VIPBinding: dummyif.BindAddress,
-		RateEstimation: sysctl.RateEstimationKernel, MasqueradeMark: 0x4000}
+		RateEstimation: sysctl.RateEstimationKernel, MasqueradeMark: 0x4000, Conntrack: defaultConntrack}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("defaults parsed to %+v, want %+v", p, want)
 	}
@@ -63,7 +64,7 @@ func TestValidateParsesTheOptions(t *testing.T) {
 		ClusterCIDRs:      []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
 		ServiceCIDRs:      []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")},
 		NodePortMin:       20000, NodePortMax: 20010,
-		VIPBinding: dummyif.BindRoute, RateEstimation: sysctl.RateEstimationOff, MasqueradeMark: 0x4000,
+		VIPBinding: dummyif.BindRoute, RateEstimation: sysctl.RateEstimationOff, MasqueradeMark: 0x4000, Conntrack: defaultConntrack,
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("parsed %+v\nwant   %+v", p, want)
@@ -172,5 +173,26 @@ func TestReadConfigFileCommandLineWins(t *testing.T) {
 	o, fs = optionsFlags(t, "--config", filepath.Join(t.TempDir(), "missing.yaml"))
 	if _, err := o.ReadConfigFile(fs); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// -v 4 and more logs debug lines (kube-proxy's V(4)); bad logging, oom and conntrack values
+// are refused naming the flag.
+func TestValidateLoggingOOMAndConntrack(t *testing.T) {
+	o, _ := optionsFlags(t, "-v", "4")
+	if p, err := o.Validate(); err != nil || p.LogLevel != slog.LevelDebug {
+		t.Errorf("-v 4: level %v, %v; want debug", p.LogLevel, err)
+	}
+	for args, want := range map[string]string{
+		"--logging-format=logfmt":     `--logging-format="logfmt": use text or json`,
+		"--oom-score-adj=-1001":       "--oom-score-adj=-1001: must be between -1000 and 1000",
+		"--conntrack-min=-1":          "--conntrack-min=-1: must be between 0",
+		"--conntrack-udp-timeout=-1s": "--conntrack-udp-timeout=-1s: must not be negative",
+		"-v=-1":                       "-v=-1: must be 0 or more",
+	} {
+		o, _ := optionsFlags(t, args)
+		if _, err := o.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
 	}
 }

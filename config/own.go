@@ -17,8 +17,8 @@ type ownField struct {
 	parse parser
 }
 
-// ownFields is the KubeIPVSConfiguration format: one field per run flag (except --once and
-// --lock-file, ways of running rather than settings), plus the settings that only
+// ownFields is the KubeIPVSConfiguration format: one field per run flag (except --once,
+// --init-only and --lock-file, ways of running rather than settings), plus the settings that only
 // kube-proxy files had so far. deploy/configmap.yaml documents every field.
 var ownFields = []ownField{
 	{"kubeconfig", "kubeconfig", parseString},
@@ -59,6 +59,16 @@ var ownFields = []ownField{
 	{"kubeAPIContentType", "kube-api-content-type", parseString},
 	{"kubeAPIAcceptContentTypes", "kube-api-accept-content-types", parseString},
 	{"configSyncPeriod", "config-sync-period", parseDuration},
+	{"conntrackMaxPerCore", "conntrack-max-per-core", parseInt32Count},
+	{"conntrackMin", "conntrack-min", parseInt32Count},
+	{"conntrackTCPEstablishedTimeout", "conntrack-tcp-timeout-established", parseDuration},
+	{"conntrackTCPCloseWaitTimeout", "conntrack-tcp-timeout-close-wait", parseDuration},
+	{"conntrackTCPBeLiberal", "conntrack-tcp-be-liberal", parseBool},
+	{"conntrackUDPTimeout", "conntrack-udp-timeout", parseDuration},
+	{"conntrackUDPStreamTimeout", "conntrack-udp-timeout-stream", parseDuration},
+	{"oomScoreAdj", "oom-score-adj", parseOOMScoreAdj},
+	{"loggingFormat", "logging-format", parseLogFormat},
+	{"verbosity", "v", parseInt32Count},
 }
 
 // orEmpty also takes "", a setting left empty (the field's default).

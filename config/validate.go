@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -41,7 +42,12 @@ type Parsed struct {
 	NodePortMin, NodePortMax uint16
 	VIPBinding               dummyif.Binding
 	RateEstimation           sysctl.RateEstimation
+	Conntrack                sysctl.Conntrack
 }
+
+// DebugVerbosity is the -v from which debug messages are logged: kube-proxy logs its
+// per-sync and per-object detail at V(4).
+const DebugVerbosity = 4
 
 // Validate checks the options, naming the flag of the first bad one, and returns their
 // parsed values. It is the one check of the run settings, whether they came from the
@@ -52,6 +58,24 @@ func (o *Options) Validate() (Parsed, error) {
 	var err error
 	if p.LogLevel, err = parseLevel(o.LogLevel); err != nil {
 		return p, fmt.Errorf("--log-level=%q: %v", o.LogLevel, err)
+	}
+	if err := checkVerbosity(o.Verbosity); err != nil {
+		return p, fmt.Errorf("-v=%d: %v", o.Verbosity, err)
+	}
+	if o.Verbosity >= DebugVerbosity {
+		p.LogLevel = min(p.LogLevel, slog.LevelDebug)
+	}
+	if err := checkLogFormat(o.LoggingFormat); err != nil {
+		return p, fmt.Errorf("--logging-format=%q: %v", o.LoggingFormat, err)
+	}
+	if err := checkOOMScoreAdj(o.OOMScoreAdj); err != nil {
+		return p, fmt.Errorf("--oom-score-adj=%d: %v", o.OOMScoreAdj, err)
+	}
+	if p.Conntrack, err = o.Conntrack.parse(); err != nil {
+		return p, err
+	}
+	if o.InitOnly && o.Once {
+		return p, errors.New("--init-only and --once: pick one (--init-only programs no Service)")
 	}
 	if err := CheckScheduler(o.Scheduler); err != nil {
 		return p, fmt.Errorf("--scheduler=%q: %v", o.Scheduler, err)
@@ -234,6 +258,51 @@ func nodePortAddresses(l []string, where func(i int) string) (primary bool, out 
 		return false, nil, nil
 	}
 	return primary, out, nil
+}
+
+func checkVerbosity(v int) error {
+	if v < 0 {
+		return errors.New("must be 0 or more")
+	}
+	return nil
+}
+
+func checkLogFormat(f string) error {
+	if f != LogFormatText && f != LogFormatJSON {
+		return errors.New("use text or json")
+	}
+	return nil
+}
+
+func checkOOMScoreAdj(v int) error {
+	if v < -1000 || v > 1000 {
+		return errors.New("must be between -1000 and 1000")
+	}
+	return nil
+}
+
+// parse checks the conntrack settings, naming the flag of a bad one.
+func (c ConntrackOptions) parse() (sysctl.Conntrack, error) {
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"conntrack-max-per-core", c.MaxPerCore}, {"conntrack-min", c.Min}} {
+		if n.v < 0 || n.v > math.MaxInt32 {
+			return sysctl.Conntrack{}, fmt.Errorf("--%s=%d: must be between 0 and %d", n.flag, n.v, math.MaxInt32)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"conntrack-tcp-timeout-established", c.TCPEstablishedTimeout}, {"conntrack-tcp-timeout-close-wait", c.TCPCloseWaitTimeout},
+		{"conntrack-udp-timeout", c.UDPTimeout}, {"conntrack-udp-timeout-stream", c.UDPStreamTimeout}} {
+		if d.v < 0 {
+			return sysctl.Conntrack{}, fmt.Errorf("--%s=%s: must not be negative", d.flag, d.v)
+		}
+	}
+	return sysctl.Conntrack{MaxPerCore: c.MaxPerCore, Min: c.Min,
+		TCPEstablishedTimeout: c.TCPEstablishedTimeout, TCPCloseWaitTimeout: c.TCPCloseWaitTimeout,
+		TCPBeLiberal: c.TCPBeLiberal, UDPTimeout: c.UDPTimeout, UDPStreamTimeout: c.UDPStreamTimeout}, nil
 }
 
 // portRange reads LOW-HIGH.

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -106,6 +107,41 @@ func parseCount(path string, v any) (string, error) {
 		return "", fieldError(path, "%s must be a whole number, 0 or more", show(v))
 	}
 	return strconv.Itoa(n), nil
+}
+
+// parseInt32Count reads a whole number from 0 to 2^31-1, a kube-proxy int32 that must not
+// be negative.
+func parseInt32Count(path string, v any) (string, error) {
+	s, err := parseCount(path, v)
+	if err == nil {
+		if n, _ := strconv.Atoi(s); n > math.MaxInt32 {
+			return "", fieldError(path, "%s is above %d", show(v), math.MaxInt32)
+		}
+	}
+	return s, err
+}
+
+func parseOOMScoreAdj(path string, v any) (string, error) {
+	num, ok := v.(json.Number)
+	n, err := strconv.Atoi(num.String())
+	if !ok || err != nil {
+		return "", fieldError(path, "%s is not a whole number", show(v))
+	}
+	if err := checkOOMScoreAdj(n); err != nil {
+		return "", fieldError(path, "%d %v", n, err)
+	}
+	return strconv.Itoa(n), nil
+}
+
+func parseLogFormat(path string, v any) (string, error) {
+	s, err := asString(path, v)
+	if err != nil {
+		return "", err
+	}
+	if err := checkLogFormat(s); err != nil {
+		return "", fieldError(path, "%q: kube-ipvs writes text or json (kube-proxy's JSON lines); %v", s, err)
+	}
+	return s, nil
 }
 
 func parseScheduler(path string, v any) (string, error) {
