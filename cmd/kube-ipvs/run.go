@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
+	"github.com/kube-ipvs/kube-ipvs/modules"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
@@ -43,7 +45,9 @@ type runOptions struct {
 	// localFromNode is --detect-local-mode=NodeCIDR, derived by controllerConfig: the
 	// local CIDRs are the Node's spec.podCIDRs, read at start (see localdetect.go).
 	localFromNode bool
-	lockFile      string // --lock-file: held while the proxy runs (see lock.go)
+	// conntrack is the --conntrack-* flags, derived by controllerConfig.
+	conntrack sysctl.Conntrack
+	lockFile  string // --lock-file: held while the proxy runs (see lock.go)
 }
 
 func runFlags(o *runOptions) *pflag.FlagSet {
@@ -90,9 +94,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kube-ipvs run: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	log := newLogger(o.LoggingFormat, stderr, o.logLevel)
 	for _, w := range warnings {
 		log.Warn("config file", "file", o.ConfigFile, "warning", w)
+	}
+	if o.InitOnly {
+		if err := initOnly(o, stderr, log); err != nil {
+			log.Error("kube-ipvs run --init-only failed", "err", err)
+			return 1
+		}
+		return 0
 	}
 	if err := serve(o, cfg, stderr, log); err != nil {
 		log.Error("kube-ipvs stopped", "err", err)
@@ -142,7 +153,36 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 	o.ipvsMode.NodePortMin, o.ipvsMode.NodePortMax = p.NodePortMin, p.NodePortMax
 	o.ipvsMode.VIPBinding = p.VIPBinding
 	o.rateEstimation = p.RateEstimation
+	o.conntrack = p.Conntrack
 	return cfg, nil
+}
+
+// newLogger writes text (key=value) or kube-proxy's JSON lines.
+func newLogger(format string, w io.Writer, level slog.Level) *slog.Logger {
+	if format == config.LogFormatJSON {
+		return slog.New(newKlogJSON(w, level))
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// initOnly is `run --init-only`: the part of a start that needs a writable /proc/sys and
+// /sys, and the capability to load modules (a privileged init container), so that the proxy
+// itself can run with NET_ADMIN and NET_RAW alone. It loads the modules (the preflight, as a
+// start does), sets the sysctls and conntrack limits, and returns. Like a start, it falls
+// back to the iptables mode's settings when IPVS cannot run under --mode=auto, and fails
+// under --mode=ipvs.
+func initOnly(o runOptions, stderr io.Writer, log *slog.Logger) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	mode, _, err := chooseMode(ctx, o, stderr, log)
+	if err != nil {
+		return err
+	}
+	if err := applyKernelSettings(o, mode, log); err != nil {
+		return err
+	}
+	log.Info("kube-ipvs run --init-only done: modules loaded, sysctls and conntrack limits set", "mode", mode)
+	return nil
 }
 
 // serve builds the source, the reconcilers and the controller, and runs until a signal.
@@ -177,11 +217,14 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		o.ipvsMode.Firewall.ClusterCIDRs = cidrs
 	}
 
+	if err := applyKernelSettings(o, mode, log); err != nil {
+		return err
+	}
+	applyOOMScoreAdj(o.OOMScoreAdj, log)
 	dp, err := newDataplane(o, mode, log)
 	if err != nil {
 		return err
 	}
-	applyKernelSettings(o, mode, log)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -306,10 +349,14 @@ func ipvsStats() ([]metrics.VSStats, error) {
 	return out, nil
 }
 
-// applyKernelSettings sets the sysctls and IPVS timeouts the proxy needs. A failure is logged
-// with the setting and what breaks without it; the proxy still runs, since most Services
-// work without the failed setting and a retry at the next start may succeed.
-func applyKernelSettings(o runOptions, mode string, log *slog.Logger) {
+// applyKernelSettings sets the sysctls, conntrack limits and IPVS timeouts the proxy needs.
+// A setting that is wrong and that this process may not change (a container that is not
+// privileged mounts /proc/sys and /sys read-only) is an error naming it: the proxy would
+// otherwise run with, say, a conntrack table too small for the node, or IPVS connections
+// that outlive their real server, and nobody would know. Other failures (a setting this
+// kernel lacks) are logged with what breaks without them, and the proxy runs: most Services
+// work without them.
+func applyKernelSettings(o runOptions, mode string, log *slog.Logger) error {
 	var uts unix.Utsname
 	release := ""
 	if unix.Uname(&uts) == nil {
@@ -320,21 +367,75 @@ func applyKernelSettings(o runOptions, mode string, log *slog.Logger) {
 		// Without ip_vs there is no net.ipv4.vs.* to set.
 		settings = slices.DeleteFunc(settings, func(s sysctl.Setting) bool { return strings.HasPrefix(s.Name, "net.ipv4.vs.") })
 	}
+	if ct := sysctl.ForConntrack(o.conntrack, sysctl.CPUs()); len(ct) > 0 {
+		loadConntrack(log)
+		if sysctl.TableSizeIsHosts() {
+			ct = slices.DeleteFunc(ct, func(s sysctl.Setting) bool {
+				if !s.AtLeast {
+					return false
+				}
+				log.Warn("conntrack table size left alone: this process is not in the host's network namespace, and only the host's may size the table", "name", s.Name, "wanted_at_least", s.Value)
+				return true
+			})
+		}
+		settings = append(settings, ct...)
+	}
 	changed, err := sysctl.Apply(settings)
 	for _, s := range changed {
 		log.Info("sysctl set", "name", s.Name, "value", s.Value, "why", s.Why)
 	}
-	if err != nil {
-		log.Error("setting kernel parameters failed", "err", err)
+	var refuse []string
+	for _, e := range sysctl.Errors(err) {
+		if e.Unwritable() {
+			refuse = append(refuse, e.Error())
+			continue
+		}
+		log.Error("setting a kernel parameter failed", "err", e)
+	}
+	if len(refuse) > 0 {
+		fix := "run `kube-ipvs run --init-only` with the same configuration as root in a privileged init container first (deploy/daemonset.yaml does), or set the value on the node"
+		if o.InitOnly {
+			fix = "--init-only must run as root in a privileged container: container runtimes mount /proc/sys and /sys read-only in any other"
+		}
+		return fmt.Errorf("kernel settings the proxy needs are wrong and this process cannot change them: %s; %s", strings.Join(refuse, "; "), fix)
 	}
 	if mode != modeIPVS {
-		return
+		return nil
 	}
 	if set, err := ipvs.SetTimeouts(ipvs.Timeouts{TCP: o.TCPTimeout, TCPFin: o.TCPFinTimeout, UDP: o.UDPTimeout}); err != nil {
 		log.Error("setting IPVS timeouts failed", "err", err)
 	} else if set {
 		log.Info("IPVS timeouts set", "tcp", o.TCPTimeout, "tcpfin", o.TCPFinTimeout, "udp", o.UDPTimeout)
 	}
+	return nil
+}
+
+// loadConntrack loads nf_conntrack when its sysctls are absent: the preflight loads it in
+// IPVS mode, but --mode=iptables runs no preflight and its rules load it only at the first
+// sync, after the conntrack limits are set.
+func loadConntrack(log *slog.Logger) {
+	if _, err := sysctl.Get(sysctl.ConntrackMaxName); err == nil {
+		return
+	}
+	if err := modules.Modprobe(context.Background(), modules.Conntrack); err != nil {
+		log.Warn("nf_conntrack is not loaded and modprobe failed: the conntrack limits cannot be set", "err", err)
+	}
+}
+
+// applyOOMScoreAdj writes --oom-score-adj (kube-proxy's oomScoreAdj) to this process. A
+// failure is a warning, as in kube-proxy: the proxy works, only the kernel's choice under
+// memory pressure changes.
+func applyOOMScoreAdj(score int, log *slog.Logger) {
+	const file = "/proc/self/oom_score_adj"
+	if cur, err := os.ReadFile(file); err == nil && strings.TrimSpace(string(cur)) == strconv.Itoa(score) {
+		return
+	}
+	if err := os.WriteFile(file, []byte(strconv.Itoa(score)), 0o644); err != nil {
+		log.Warn("oom_score_adj not set: under memory pressure the kernel may kill the proxy before other processes (a value below the one the container runtime gave needs CAP_SYS_RESOURCE)",
+			"oom_score_adj", score, "err", err)
+		return
+	}
+	log.Info("oom_score_adj set", "oom_score_adj", score)
 }
 
 // newSource returns the clientset the informers read: a real API server's, or a fake one
