@@ -121,6 +121,8 @@ type Metrics struct {
 
 	kpOnce sync.Once
 	kp     *kubeProxyCleanup // --cleanup-kube-proxy's metrics (kubeproxy.go)
+
+	compat *compat // kube-proxy's own metrics, under its names (compat.go)
 }
 
 // New creates the metrics on a fresh private registry.
@@ -172,6 +174,7 @@ func New(opts ...Option) *Metrics {
 		m.netlinkWrites, m.kernelErrors, m.virtualServers, m.realServers, m.vips, m.ipsetEntries,
 		m.proxyMode, m.invalidAnnotations)
 	m.repair = newRepairMetrics(m.reg)
+	m.compat = newCompat(m.reg)
 	if cfg.runtimeMetrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -221,11 +224,13 @@ func (m *Metrics) SyncDone(full bool, took time.Duration, succeeded bool, end ti
 func (m *Metrics) SetPendingChanges(n int) { m.pendingChanges.Set(float64(n)) }
 
 // ObserveProgramming records the network programming latency of one applied EndpointSlice
-// change: now minus trigger, the slice's AnnotationLastChangeTriggerTime value (RFC 3339).
+// change: now minus trigger, the slice's AnnotationLastChangeTriggerTime value (RFC 3339),
+// in kube_ipvs_network_programming_duration_seconds and, under the slice's family (IPv4 or
+// IPv6), in kube-proxy's kubeproxy_network_programming_duration_seconds.
 // An absent or unparsable value, or one from before New (a slice that merely existed when
 // the proxy started), records nothing; it reports whether a value was recorded. A trigger
 // time slightly in the future (clock skew) counts as 0.
-func (m *Metrics) ObserveProgramming(trigger string, now time.Time) bool {
+func (m *Metrics) ObserveProgramming(trigger, family string, now time.Time) bool {
 	if trigger == "" {
 		return false
 	}
@@ -233,7 +238,9 @@ func (m *Metrics) ObserveProgramming(trigger string, now time.Time) bool {
 	if err != nil || t.Before(m.start) {
 		return false
 	}
-	m.programming.Observe(max(now.Sub(t).Seconds(), 0))
+	d := max(now.Sub(t).Seconds(), 0)
+	m.programming.Observe(d)
+	m.compat.programming.WithLabelValues(family).Observe(d)
 	return true
 }
 

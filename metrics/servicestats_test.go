@@ -262,13 +262,7 @@ kube_ipvs_service_bytes_out_total{name="kubernetes",namespace="default",port="ht
 `), "kube_ipvs_service_bytes_out_total"); err != nil {
 		t.Error(err)
 	}
-	problems, err := testutil.GatherAndLint(m.Registry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
+	lint(t, m.Registry())
 }
 
 // benchStats builds n virtual servers owned by n/2 Services (a ClusterIP and a NodePort each).
