@@ -27,6 +27,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
@@ -232,8 +233,11 @@ func (r *runner) wire(ctx context.Context, syncPeriod time.Duration) error {
 	// The proxy logs every sync at info level; the bench keeps warnings, errors and the
 	// repair cycles' lines (which say where a cycle's longest step went).
 	log := slog.New(cycleLines{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})})
+	// One foreground gate, as cmd/kube-ipvs makes: raised by the controller, parked at by
+	// the dataplane's background listings.
+	cfg.Gate = foreground.NewGate()
 	dp, err := ipvsmode.New(ipvsmode.Config{Firewall: firewall.Config{ClusterCIDRs: []netip.Prefix{ClusterCIDR}},
-		NodePortMin: NodePortBase, NodePortMax: NodePortMax, VIPBinding: r.o.Binding}, DummyInterface, drainTimeout, "", conntrack.Cleaner{}, log)
+		NodePortMin: NodePortBase, NodePortMax: NodePortMax, VIPBinding: r.o.Binding, Gate: cfg.Gate}, DummyInterface, drainTimeout, "", conntrack.Cleaner{}, log)
 	if err != nil {
 		return fmt.Errorf("IPVS mode: %w", err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
-	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -57,7 +56,7 @@ func (c *Controller) onVerdict(v backendcheck.Verdict) {
 	c.verdicts = append(c.verdicts, v)
 	c.dirty[v.Service] = true
 	c.mu.Unlock()
-	foreground.Raise() // until the loop has looked at it (see Run)
+	c.cfg.Gate.Raise() // until the loop has looked at it (see Run)
 	c.poke()
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/backendcheck"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 )
 
 // Config is the controller's part of the proxy configuration.
@@ -43,6 +44,10 @@ type Config struct {
 	// BackendChecks runs the Services' opt-in backend health checks (nil: none; a Service
 	// asking for them then simply is not checked). Run starts it.
 	BackendChecks *backendcheck.Checker
+	// Gate is the process's foreground gate (package foreground): the loop raises it while
+	// changes are due or being applied, and the dataplane's background listings park at it.
+	// nil: none (nothing parks).
+	Gate *foreground.Gate
 	// RepairStep is how many Services, then virtual servers, one step of a periodic repair
 	// handles before the loop applies waiting changes (--repair-step); 0 repairs in one go.
 	// It applies to dataplanes that repair in steps (dataplane.SteppedRepairer).

@@ -20,7 +20,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
-	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -151,7 +150,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if ch := c.cfg.BackendChecks; ch != nil {
 		go ch.Run(ctx, c.onVerdict)
 	}
-	defer foreground.Lower()
+	defer c.cfg.Gate.Lower()
 	dw, watches := c.dp.(dataplane.DriftWatcher)
 	if watches {
 		go dw.WatchDrift(ctx, func() { c.drifted.Store(true); c.poke() })
@@ -173,9 +172,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		// The background (a repair's listings) gives way while changes are due; a change
 		// that is not due yet (--min-sync-period) does not hold it.
 		if w == changes {
-			foreground.Raise()
+			c.cfg.Gate.Raise()
 		} else {
-			foreground.Lower()
+			c.cfg.Gate.Lower()
 		}
 		switch w {
 		case tick:

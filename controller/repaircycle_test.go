@@ -41,6 +41,8 @@ type steppedDP struct {
 	// gateUp records, per Apply that wrote and per real step, whether the foreground gate
 	// was up (the background's listings parked).
 	gateUp []string
+	// fg is the foreground gate the controller under test raises (startStepped makes it).
+	fg *foreground.Gate
 }
 
 var _ dataplane.SteppedRepairer = (*steppedDP)(nil)
@@ -48,7 +50,7 @@ var _ dataplane.SteppedRepairer = (*steppedDP)(nil)
 func (s *steppedDP) Apply(ch dataplane.Change) dataplane.Result {
 	res := s.fakeDP.Apply(ch)
 	if res.Writes.IPVS > 0 {
-		s.gateUp = append(s.gateUp, fmt.Sprint("apply:", foreground.Up()))
+		s.gateUp = append(s.gateUp, fmt.Sprint("apply:", s.fg.Up()))
 		var ks []string
 		for k := range ch.VSes {
 			ks = append(ks, k.String())
@@ -79,7 +81,7 @@ func (s *steppedDP) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	}
 	<-s.gate
 	s.yielded = append(s.yielded, l.Yielding())
-	s.gateUp = append(s.gateUp, fmt.Sprint("step:", foreground.Up()))
+	s.gateUp = append(s.gateUp, fmt.Sprint("step:", s.fg.Up()))
 	var res dataplane.Result
 	n := min(budget, len(s.keys))
 	for _, k := range s.keys[:n] {
@@ -108,7 +110,8 @@ func startStepped(t *testing.T, services int, dp *steppedDP, period time.Duratio
 	if hostAddrs == nil {
 		hostAddrs = func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil }
 	}
-	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: period, RepairStep: 1}
+	dp.fg = foreground.NewGate()
+	cfg := Config{NodeName: "node-a", DefaultScheduler: "rr", SyncPeriod: period, RepairStep: 1, Gate: dp.fg}
 	c, err := New(cfg, client, dp, hostAddrs, record.NewFakeRecorder(100), Observers{}, slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +173,7 @@ func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitDirty("s3")
-	if !foreground.Up() {
+	if !dp.fg.Up() {
 		t.Errorf("a change waits for the step in progress, and the background's listings do not give way to it (the foreground gate is down)")
 	}
 	dp.gate <- struct{}{} // the second step ends
@@ -204,7 +207,7 @@ func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
 	if got, want := strings.Join(dp.gateUp, " "), "step:false step:true apply:true step:false step:false step:false step:false"; got != want {
 		t.Errorf("foreground gate per step and Apply: %s; want %s", got, want)
 	}
-	if foreground.Up() {
+	if dp.fg.Up() {
 		t.Errorf("the gate is up after the loop stopped")
 	}
 }

@@ -15,7 +15,6 @@ import (
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -225,7 +224,7 @@ func (c *Controller) markDirty(name model.ServiceName) {
 	c.mu.Lock()
 	c.dirty[name] = true
 	c.mu.Unlock()
-	foreground.Raise() // until the loop has looked at it (see Run)
+	c.cfg.Gate.Raise() // until the loop has looked at it (see Run)
 	c.poke()
 }
 

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
-	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 )
 
 // SetsCheck is a repair of the sets cut into steps, for a periodic repair that must not hold
@@ -307,7 +306,7 @@ func (r *Reconciler) compareListing(k Kernel, d firewall.SetDef, desired firewal
 		}
 		if lock {
 			r.mu.Unlock()
-			foreground.Yield()
+			r.Gate.Yield()
 		}
 		batch = batch[:0]
 	}

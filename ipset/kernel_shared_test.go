@@ -434,7 +434,8 @@ func testLargeSetBeyondDefaultMaxElem(t *testing.T) {
 func testBackgroundListingParks(t *testing.T) {
 	const n = 5_000 // many dump messages
 	k := newKernel(t)
-	bg, err := NewBackgroundKernel()
+	gate := foreground.NewGate()
+	bg, err := NewBackgroundKernel(gate)
 	if err != nil {
 		t.Fatalf("NewBackgroundKernel: %v", err)
 	}
@@ -451,14 +452,14 @@ func testBackgroundListingParks(t *testing.T) {
 	if res := r.Apply(all); res.Err != nil || len(res.Errors) > 0 {
 		t.Fatalf("Apply of %d entries: %+v", n, res)
 	}
-	t.Cleanup(foreground.Lower)
+	t.Cleanup(gate.Lower)
 
-	foreground.Raise()
-	before := foreground.Parks()
+	gate.Raise()
+	before := gate.Parks()
 	if es, err := k.ListEntries(d.Name); err != nil || len(es) != n {
 		t.Fatalf("the loop's handle listed %d entries (%v), want %d", len(es), err, n)
 	}
-	if p := foreground.Parks() - before; p != 0 {
+	if p := gate.Parks() - before; p != 0 {
 		t.Fatalf("a listing through the loop's own handle parked %d times", p)
 	}
 
@@ -471,12 +472,12 @@ func testBackgroundListingParks(t *testing.T) {
 		es, err := bg.ListEntries(d.Name)
 		out <- listed{es, err}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); foreground.Parks() == before; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); gate.Parks() == before; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a background listing with the gate up never parked")
 		}
 	}
-	foreground.Lower()
+	gate.Lower()
 	if l := <-out; l.err != nil || len(l.es) != n {
 		t.Fatalf("the background listing got %d entries (%v), want %d", len(l.es), l.err, n)
 	}

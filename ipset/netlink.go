@@ -57,6 +57,8 @@ type NetlinkKernel struct {
 	// first listing; in.Background: the handle lists beside the sync loop
 	// (NewBackgroundKernel), and its listings park while a change is applied.
 	in *nlsock.Receiver
+	// gate is where a background handle's listings park (nil: never).
+	gate *foreground.Gate
 }
 
 // listTimeout bounds the wait for each datagram of a listing, as the socket's receive
@@ -92,19 +94,21 @@ func NewKernelAt(ns netns.NsHandle) (*NetlinkKernel, error) {
 }
 
 // NewBackgroundKernel opens a handle for listings that run beside the sync loop (the
-// Reconciler's Lister): they give way to a change being applied (package foreground).
-func NewBackgroundKernel() (*NetlinkKernel, error) {
+// Reconciler's Lister): they give way to a change being applied, parking at gate (package
+// foreground).
+func NewBackgroundKernel(gate *foreground.Gate) (*NetlinkKernel, error) {
 	k, err := NewKernelAt(netns.None())
 	if err != nil {
 		return nil, err
 	}
 	k.in = nlsock.NewReceiver(k.sock.Socket.GetFd(), true)
+	k.gate = gate
 	return k, nil
 }
 
 // Pause is where a listing through k gives way between two messages.
 func (k *NetlinkKernel) Pause() {
-	foreground.YieldIf(k.in != nil && k.in.Background)
+	k.gate.Yield()
 }
 
 // Close closes the socket.

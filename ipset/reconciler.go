@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 )
 
 // DefaultBatchSize is how many entries go into one netlink request: about 40 KB for the
@@ -68,6 +69,9 @@ type Reconciler struct {
 	// check (BeginCheck) lists sets in the background while Apply goes on through the
 	// first. Without it a check lists in BeginCheck itself. Set it before the first call.
 	Lister Kernel
+	// Gate is where a background check parks between batches of a listing while a change
+	// is applied (the gate Lister's listings park at; nil: never). Set it with Lister.
+	Gate *foreground.Gate
 
 	// watch holds, per set a background check is listing, what Apply changed meanwhile.
 	watch map[firewall.SetName]*watchState

@@ -17,7 +17,8 @@ import (
 func TestGuestBackgroundListingParks(t *testing.T) {
 	const n = 600 // virtual servers: many dump datagrams
 	k := newKernel(t)
-	bg, err := NewBackgroundKernel()
+	gate := foreground.NewGate()
+	bg, err := NewBackgroundKernel(gate)
 	if err != nil {
 		t.Fatalf("NewBackgroundKernel: %v", err)
 	}
@@ -31,14 +32,14 @@ func TestGuestBackgroundListingParks(t *testing.T) {
 		deleteAtEnd(t, k, key)
 	}
 	expectClean(t, NewReconciler(k).Apply(desired), 2*n)
-	t.Cleanup(foreground.Lower)
+	t.Cleanup(gate.Lower)
 
-	foreground.Raise()
-	before := foreground.Parks()
+	gate.Raise()
+	before := gate.Parks()
 	if got, err := k.(ServiceLister).ListServices(); err != nil || len(got) < n {
 		t.Fatalf("the loop's handle listed %d virtual servers (%v), want at least %d", len(got), err, n)
 	}
-	if p := foreground.Parks() - before; p != 0 {
+	if p := gate.Parks() - before; p != 0 {
 		t.Fatalf("a dump through the loop's own handle parked %d times", p)
 	}
 
@@ -51,12 +52,12 @@ func TestGuestBackgroundListingParks(t *testing.T) {
 		specs, err := bg.(ServiceLister).ListServices()
 		out <- listed{specs, err}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); foreground.Parks() == before; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); gate.Parks() == before; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a background dump with the gate up never parked")
 		}
 	}
-	foreground.Lower()
+	gate.Lower()
 	l := <-out
 	if l.err != nil {
 		t.Fatalf("the background dump: %v", l.err)

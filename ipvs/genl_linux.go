@@ -55,6 +55,7 @@ type genl struct {
 	// beside the sync loop (NewBackgroundKernel), and its dumps park while a change is
 	// applied.
 	in       *nlsock.Receiver
+	gate     *foreground.Gate // where a background socket's dumps park (nil: never)
 	req      []byte // a read request's message, reused (a repair reads 70,000 at 50,000 Services)
 	syscalls uint64 // sends so far; with in's receives and waits, what batching saves (tests read it)
 }
@@ -353,4 +354,4 @@ func (g *genl) request(cmd uint8, dump bool, fill func([]byte) []byte, fn func(a
 }
 
 // yield is where a dump gives way between datagrams (see request).
-func (g *genl) yield() { foreground.YieldIf(g.in.Background) }
+func (g *genl) yield() { g.gate.Yield() }

@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/modules"
 )
@@ -91,14 +92,16 @@ func newKernelAt(ns netns.NsHandle, readers int) (*netlinkKernel, error) {
 }
 
 // NewBackgroundKernel opens a Kernel for listings that run beside the sync loop (the
-// Reconciler's Lister): its dumps give way to a change being applied (package foreground).
+// Reconciler's Lister): its dumps give way to a change being applied, parking at gate
+// (package foreground).
 // A Lister lists through its one socket: no readers.
-func NewBackgroundKernel() (Kernel, error) {
+func NewBackgroundKernel(gate *foreground.Gate) (Kernel, error) {
 	k, err := newKernelAt(netns.None(), 0)
 	if err != nil {
 		return nil, err
 	}
 	k.g.in.Background = true
+	k.g.gate = gate
 	return k, nil
 }
 

@@ -42,7 +42,7 @@ func runCheckOn(t *testing.T, r *Reconciler, desired map[model.VSKey]*model.Virt
 // listing, which is what spaces the listings.
 func TestGuestKeyedCheckRepairsDriftAndTheListingFindsStrays(t *testing.T) {
 	k := newKernel(t)
-	lister, err := NewBackgroundKernel()
+	lister, err := NewBackgroundKernel(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

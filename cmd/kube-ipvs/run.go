@@ -28,6 +28,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/manifests"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
@@ -152,6 +153,10 @@ func (o *runOptions) controllerConfig() (controller.Config, error) {
 	o.ipvsMode.Firewall.IPv6 = err == nil
 	o.ipvsMode.NodePortMin, o.ipvsMode.NodePortMax = p.NodePortMin, p.NodePortMax
 	o.ipvsMode.VIPBinding = p.VIPBinding
+	// One foreground gate for the process: the controller raises it while a change is
+	// applied, and the IPVS mode's background listings park at it.
+	gate := foreground.NewGate()
+	cfg.Gate, o.ipvsMode.Gate = gate, gate
 	o.rateEstimation = p.RateEstimation
 	o.conntrack = p.Conntrack
 	return cfg, nil

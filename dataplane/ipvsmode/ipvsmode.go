@@ -18,6 +18,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
+	"github.com/kube-ipvs/kube-ipvs/internal/foreground"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
@@ -35,6 +36,9 @@ type Config struct {
 	NodePortMin, NodePortMax uint16
 	// VIPBinding is how the Service VIPs are made local through the dummy link.
 	VIPBinding dummyif.Binding
+	// Gate is the process's foreground gate, which the controller raises while a change
+	// is applied: the repair's background listings park at it (nil: they never park).
+	Gate *foreground.Gate
 }
 
 // Parts are the kernel reconcilers the mode drives.
@@ -80,15 +84,15 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 	}
 	// A second ipset socket for the stepped repair's background listings (see
 	// ipset.SetsCheck): one socket cannot carry a dump and Apply's writes at once.
-	lister, err := ipset.NewBackgroundKernel()
+	lister, err := ipset.NewBackgroundKernel(cfg.Gate)
 	if err != nil {
 		return nil, err
 	}
 	sets := ipset.New(sk)
-	sets.Lister = lister
+	sets.Lister, sets.Gate = lister, cfg.Gate
 	// And a second IPVS socket, for the stepped repair's listing of the virtual servers
 	// (see ipvs.Check).
-	vsLister, err := ipvs.NewBackgroundKernel()
+	vsLister, err := ipvs.NewBackgroundKernel(cfg.Gate)
 	if err != nil {
 		return nil, err
 	}

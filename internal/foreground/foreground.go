@@ -7,15 +7,17 @@
 // charged to the sync) and the kernel locks it takes (the IPVS mutex while a dump datagram
 // is filled) still sat in a change's path, and the churn's p99 was four times its median.
 //
-// The sync loop raises the gate while a change is due or being applied and lowers it after;
+// The sync loop raises a Gate while a change is due or being applied and lowers it after;
 // a background reader calls Yield between two pieces of work and parks while the gate is
 // up. Parking between two receives also pauses the kernel's side of a dump. A raised gate
 // holds the background for at most MaxHold from when it was raised, so that a loop that
 // never goes idle (changes back to back) cannot starve a repair.
 //
-// The gate is one per process because what it shares out is the process's CPUs. Measured at
-// 50,000 Services it changed little (churn p99 87 ms without, 81 ms with): most of the wait
-// there comes before a change is marked, when the gate is not up yet (see BENCHMARKS.md).
+// One Gate serves a process, since what it shares out is the process's CPUs; it is made
+// where the proxy is put together (cmd/kube-ipvs) and handed to the controller, which
+// raises it, and to the background kernel handles, which park at it. Measured at 50,000
+// Services it changed little (churn p99 87 ms without, 81 ms with): most of the wait there
+// comes before a change is marked, when the gate is not up yet (see BENCHMARKS.md).
 package foreground
 
 import (
@@ -28,69 +30,73 @@ import (
 // longest incremental syncs at 50,000 Services under emulation.
 const MaxHold = 100 * time.Millisecond
 
-type raised struct {
-	lowered chan struct{} // closed by Lower
-	until   time.Time     // raised + MaxHold
+// Gate is where background work parks while a change is applied. A nil *Gate is a gate
+// that is never raised: Yield only gives the P away, and Raise and Lower do nothing (what
+// a reader in the sync loop itself, or a test without a loop, wants).
+type Gate struct {
+	raised atomic.Pointer[raised]
+	hold   time.Duration
+	parks  atomic.Int64 // Yields that parked
 }
 
-var gate atomic.Pointer[raised]
+type raised struct {
+	lowered chan struct{} // closed by Lower
+	until   time.Time     // raised + hold
+}
 
-// hold is MaxHold, but for tests.
-var hold = MaxHold
-
-// parks counts the Yields that parked (for tests).
-var parks atomic.Int64
+// NewGate returns a lowered gate that holds the background for at most MaxHold.
+func NewGate() *Gate { return &Gate{hold: MaxHold} }
 
 // Raise raises the gate, if it is not up already (an up gate keeps its first deadline).
-func Raise() {
-	if gate.Load() != nil {
+func (g *Gate) Raise() {
+	if g == nil || g.raised.Load() != nil {
 		return
 	}
-	gate.CompareAndSwap(nil, &raised{lowered: make(chan struct{}), until: time.Now().Add(hold)})
+	g.raised.CompareAndSwap(nil, &raised{lowered: make(chan struct{}), until: time.Now().Add(g.hold)})
 }
 
 // Lower lowers the gate and wakes whoever is parked at it.
-func Lower() {
-	if g := gate.Swap(nil); g != nil {
-		close(g.lowered)
+func (g *Gate) Lower() {
+	if g == nil {
+		return
+	}
+	if r := g.raised.Swap(nil); r != nil {
+		close(r.lowered)
 	}
 }
 
 // Up reports whether the gate is up.
-func Up() bool { return gate.Load() != nil }
+func (g *Gate) Up() bool { return g != nil && g.raised.Load() != nil }
 
 // Yield is a background reader's point of giving way: it parks while the gate is up (until
-// it is lowered, or its MaxHold runs out), and otherwise gives the P to another goroutine.
-func Yield() {
-	g := gate.Load()
-	if g == nil {
+// it is lowered, or its hold runs out), and otherwise gives the P to another goroutine.
+func (g *Gate) Yield() {
+	var r *raised
+	if g != nil {
+		r = g.raised.Load()
+	}
+	if r == nil {
 		runtime.Gosched()
 		return
 	}
-	d := time.Until(g.until)
+	d := time.Until(r.until)
 	if d <= 0 {
 		runtime.Gosched()
 		return
 	}
-	parks.Add(1)
+	g.parks.Add(1)
 	t := time.NewTimer(d)
 	select {
-	case <-g.lowered:
+	case <-r.lowered:
 	case <-t.C:
 	}
 	t.Stop()
 }
 
-// YieldIf is where a reader that may run in the background gives way between two pieces of
-// work: Yield for a background one, runtime.Gosched for one in the sync loop (which must
-// never park at its own gate).
-func YieldIf(background bool) {
-	if background {
-		Yield()
-		return
+// Parks returns how many Yields have parked at g.
+func (g *Gate) Parks() int64 {
+	if g == nil {
+		return 0
 	}
-	runtime.Gosched()
+	return g.parks.Load()
 }
-
-// Parks returns how many Yields have parked since the process began.
-func Parks() int64 { return parks.Load() }

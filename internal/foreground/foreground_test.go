@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// yielding runs Yield in a goroutine and returns a channel closed when it returns.
-func yielding() <-chan struct{} {
+// yielding runs g.Yield in a goroutine and returns a channel closed when it returns.
+func yielding(g *Gate) <-chan struct{} {
 	done := make(chan struct{})
-	go func() { Yield(); close(done) }()
+	go func() { g.Yield(); close(done) }()
 	return done
 }
 
@@ -22,21 +22,21 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 func TestYieldPassesWhileTheGateIsDown(t *testing.T) {
-	Lower()
-	before := Parks()
-	waitClosed(t, yielding(), "gate down")
-	if Parks() != before {
+	g := NewGate()
+	before := g.Parks()
+	waitClosed(t, yielding(g), "gate down")
+	if g.Parks() != before {
 		t.Fatalf("Yield parked with the gate down")
 	}
 }
 
 func TestYieldParksUntilTheGateIsLowered(t *testing.T) {
-	hold = time.Hour
-	t.Cleanup(func() { Lower(); hold = MaxHold })
-	Raise()
-	before := Parks()
-	done := yielding()
-	for Parks() == before {
+	g := &Gate{hold: time.Hour}
+	t.Cleanup(g.Lower)
+	g.Raise()
+	before := g.Parks()
+	done := yielding(g)
+	for g.Parks() == before {
 		time.Sleep(time.Millisecond)
 	}
 	select {
@@ -44,27 +44,46 @@ func TestYieldParksUntilTheGateIsLowered(t *testing.T) {
 		t.Fatalf("Yield returned with the gate up")
 	default:
 	}
-	Raise() // already up: no new deadline, no new channel
-	Lower()
+	g.Raise() // already up: no new deadline, no new channel
+	g.Lower()
 	waitClosed(t, done, "gate lowered")
-	if Up() {
+	if g.Up() {
 		t.Fatalf("the gate is up after Lower")
 	}
 }
 
 func TestARaisedGateHoldsAtMostItsHold(t *testing.T) {
-	hold = 20 * time.Millisecond
-	t.Cleanup(func() { Lower(); hold = MaxHold })
-	Raise()
+	g := &Gate{hold: 20 * time.Millisecond}
+	t.Cleanup(g.Lower)
+	g.Raise()
 	start := time.Now()
-	waitClosed(t, yielding(), "hold ran out")
-	if took := time.Since(start); took < hold {
-		t.Fatalf("Yield returned after %v, before the hold of %v ran out", took, hold)
+	waitClosed(t, yielding(g), "hold ran out")
+	if took := time.Since(start); took < g.hold {
+		t.Fatalf("Yield returned after %v, before the hold of %v ran out", took, g.hold)
 	}
 	// The gate is still up, but its hold has run out: the background goes on.
-	before := Parks()
-	waitClosed(t, yielding(), "after the hold")
-	if Parks() != before {
+	before := g.Parks()
+	waitClosed(t, yielding(g), "after the hold")
+	if g.Parks() != before {
 		t.Fatalf("Yield parked again on a gate whose hold ran out")
+	}
+}
+
+func TestGatesAreIndependentAndANilGateNeverParks(t *testing.T) {
+	a, b := &Gate{hold: time.Hour}, NewGate()
+	t.Cleanup(a.Lower)
+	a.Raise()
+	if b.Up() {
+		t.Fatalf("raising one gate raised another")
+	}
+	waitClosed(t, yielding(b), "another gate")
+	var none *Gate
+	none.Raise()
+	if none.Up() {
+		t.Fatalf("a nil gate is up")
+	}
+	waitClosed(t, yielding(none), "nil gate")
+	if a.Parks() != 0 || b.Parks() != 0 || none.Parks() != 0 {
+		t.Fatalf("parks: %d %d %d, want none", a.Parks(), b.Parks(), none.Parks())
 	}
 }
