@@ -163,7 +163,7 @@ func (r *Reconciler) batches(n firewall.SetName, s *set, list []firewall.Packed,
 	for start := 0; start < len(list); start += size {
 		b := list[start:min(start+size, len(list))]
 		buf = unpack(buf[:0], b)
-		err := r.write(res, op(n, buf))
+		err := r.noteWrite(res, op(n, buf))
 		if err == nil {
 			record(s, b, add)
 			continue
@@ -176,7 +176,7 @@ func (r *Reconciler) batches(n firewall.SetName, s *set, list []firewall.Packed,
 			continue
 		}
 		for i, e := range buf {
-			if err := r.write(res, op(n, []firewall.Entry{e})); err != nil {
+			if err := r.noteWrite(res, op(n, []firewall.Entry{e})); err != nil {
 				res.fail(n, fmt.Errorf("%s %s: %w", verb, e, err))
 				continue
 			}

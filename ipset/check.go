@@ -249,7 +249,7 @@ func (r *Reconciler) destroyStale(have map[firewall.SetName]Header, defs map[fir
 		r.headerGen++
 	}
 	for _, n := range extra {
-		if err := r.write(res, r.k.Destroy(n)); err != nil && !errors.Is(err, ErrSetNotFound) {
+		if err := r.noteWrite(res, r.k.Destroy(n)); err != nil && !errors.Is(err, ErrSetNotFound) {
 			res.fail(n, fmt.Errorf("destroy set %s, no longer used: %w", n, err))
 		}
 	}

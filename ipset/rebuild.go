@@ -55,18 +55,18 @@ func (r *Reconciler) swapInTwin(d firewall.SetDef, spec Spec, list []firewall.Pa
 	}
 	if err := r.fill(tmpSpec.Name, list, res); err != nil {
 		res.fail(d.Name, fmt.Errorf("rebuild %s: %w", d.Name, err))
-		r.write(res, r.k.Destroy(tmpSpec.Name))
+		r.noteWrite(res, r.k.Destroy(tmpSpec.Name))
 		r.relist(d, res)
 		return
 	}
-	err := r.write(res, r.k.Swap(d.Name, tmpSpec.Name))
+	err := r.noteWrite(res, r.k.Swap(d.Name, tmpSpec.Name))
 	if errors.Is(err, ErrTypeMismatch) {
 		// The kernel swaps only sets of one type and family. The old set can go only if no
 		// rule references it; then the filled twin cannot be renamed either, so the set is
 		// created again and refilled (a brief window, acceptable only because nothing
 		// matches against it).
-		r.write(res, r.k.Destroy(tmpSpec.Name))
-		if err := r.write(res, r.k.Destroy(d.Name)); err != nil {
+		r.noteWrite(res, r.k.Destroy(tmpSpec.Name))
+		if err := r.noteWrite(res, r.k.Destroy(d.Name)); err != nil {
 			res.fail(d.Name, fmt.Errorf("set %s must change type or family, but cannot be destroyed (remove the iptables rules that use it first): %w", d.Name, err))
 			return
 		}
@@ -75,13 +75,13 @@ func (r *Reconciler) swapInTwin(d firewall.SetDef, spec Spec, list []firewall.Pa
 	}
 	if err != nil {
 		res.fail(d.Name, fmt.Errorf("rebuild %s: swap with %s: %w", d.Name, tmpSpec.Name, err))
-		r.write(res, r.k.Destroy(tmpSpec.Name))
+		r.noteWrite(res, r.k.Destroy(tmpSpec.Name))
 		r.relist(d, res)
 		return
 	}
 	r.sets[d.Name] = &set{spec: spec, entries: final}
 	// The twin now holds the old content.
-	if err := r.write(res, r.k.Destroy(tmpSpec.Name)); err != nil && !errors.Is(err, ErrSetNotFound) {
+	if err := r.noteWrite(res, r.k.Destroy(tmpSpec.Name)); err != nil && !errors.Is(err, ErrSetNotFound) {
 		res.fail(d.Name, fmt.Errorf("destroy %s after the swap (Resync retries): %w", tmpSpec.Name, err))
 	}
 }
@@ -89,12 +89,12 @@ func (r *Reconciler) swapInTwin(d firewall.SetDef, spec Spec, list []firewall.Pa
 // createSet creates a set at s. A twin (s names a temporary twin) that already exists was
 // left behind by an earlier rebuild: it is ours, so it is destroyed and created afresh.
 func (r *Reconciler) createSet(s Spec, twin bool, res *Result) error {
-	err := r.write(res, r.k.Create(s))
+	err := r.noteWrite(res, r.k.Create(s))
 	if errors.Is(err, ErrSetExists) && twin {
-		if err := r.write(res, r.k.Destroy(s.Name)); err != nil {
+		if err := r.noteWrite(res, r.k.Destroy(s.Name)); err != nil {
 			return err
 		}
-		err = r.write(res, r.k.Create(s))
+		err = r.noteWrite(res, r.k.Create(s))
 	}
 	return err
 }
@@ -105,7 +105,7 @@ func (r *Reconciler) fill(name firewall.SetName, list []firewall.Packed, res *Re
 	buf := make([]firewall.Entry, 0, min(size, len(list)))
 	for start := 0; start < len(list); start += size {
 		buf = unpack(buf[:0], list[start:min(start+size, len(list))])
-		if err := r.write(res, r.k.Add(name, buf)); err != nil {
+		if err := r.noteWrite(res, r.k.Add(name, buf)); err != nil {
 			return fmt.Errorf("fill %s: %w", name, err)
 		}
 	}

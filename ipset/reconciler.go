@@ -151,15 +151,15 @@ func (r *Reconciler) Cleanup() Result {
 	res := Result{}
 	r.headerGen++
 	for _, h := range headers {
-		if err := r.write(&res, r.k.Destroy(h.Name)); err != nil && !errors.Is(err, ErrSetNotFound) {
+		if err := r.noteWrite(&res, r.k.Destroy(h.Name)); err != nil && !errors.Is(err, ErrSetNotFound) {
 			res.fail(h.Name, err)
 		}
 	}
 	return res
 }
 
-// write accounts for one kernel write request that returned err.
-func (r *Reconciler) write(res *Result, err error) error {
+// noteWrite accounts for one kernel write request that already returned err.
+func (r *Reconciler) noteWrite(res *Result, err error) error {
 	res.Writes++
 	r.writes.Add(1)
 	return err

@@ -106,7 +106,7 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 		return // nothing to write (and retireReals finds nothing to retire)
 	}
 	if have == nil {
-		if !r.write(s, res, opAdd, r.k.NewService(s.key, s.want.Spec)) {
+		if !r.noteWrite(s, res, opAdd, r.k.NewService(s.key, s.want.Spec)) {
 			s.skip = true // nothing to add real servers to
 			return
 		}
@@ -129,12 +129,12 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 		cur, ok := have.Reals[rs]
 		switch {
 		case !ok:
-			if r.write(s, res, opAdd, r.k.NewDestination(s.key, rs, w)) {
+			if r.noteWrite(s, res, opAdd, r.k.NewDestination(s.key, rs, w)) {
 				have = r.own(s.key)
 				have.Reals[rs] = w
 			}
 		case cur != w:
-			if r.write(s, res, opUpdate, r.k.UpdateDestination(s.key, rs, w)) {
+			if r.noteWrite(s, res, opUpdate, r.k.UpdateDestination(s.key, rs, w)) {
 				have = r.own(s.key)
 				have.Reals[rs] = w
 			}
@@ -157,7 +157,7 @@ func (r *Reconciler) upsert(s *step, res *Result) {
 func (r *Reconciler) createShared(s *step, res *Result) {
 	added := 0
 	for _, rs := range sortedReals(s.want.Reals) {
-		if r.write(s, res, opAdd, r.k.NewDestination(s.key, rs, s.want.Reals[rs])) {
+		if r.noteWrite(s, res, opAdd, r.k.NewDestination(s.key, rs, s.want.Reals[rs])) {
 			added++
 		}
 	}
@@ -197,7 +197,7 @@ func (r *Reconciler) retireReals(s *step, res *Result) {
 	}
 	r.fixSpec(s, res)
 	for _, rs := range toDrain {
-		if r.write(s, res, opUpdate, r.k.UpdateDestination(s.key, rs, 0)) {
+		if r.noteWrite(s, res, opUpdate, r.k.UpdateDestination(s.key, rs, 0)) {
 			r.own(s.key).Reals[rs] = 0
 		} else {
 			r.stopDraining(s.key, rs)
@@ -217,7 +217,7 @@ func (r *Reconciler) fixSpec(s *step, res *Result) {
 	if have == nil || have.Spec == want {
 		return
 	}
-	if r.write(s, res, opUpdate, r.k.UpdateService(s.key, want)) {
+	if r.noteWrite(s, res, opUpdate, r.k.UpdateService(s.key, want)) {
 		r.own(s.key).Spec = want
 	}
 }
@@ -230,7 +230,7 @@ func (r *Reconciler) remove(s *step, res *Result) {
 	if errors.Is(err, ErrNotFound) {
 		err = nil
 	}
-	if r.writeDelete(s, res, err) {
+	if r.noteDelete(s, res, err) {
 		r.forget(s.key)
 		delete(r.draining, s.key)
 		delete(r.wantSpec, s.key)

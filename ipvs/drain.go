@@ -64,7 +64,7 @@ func (r *Reconciler) deleteReal(s *step, res *Result, rs model.RSKey) {
 	if errors.Is(err, ErrNotFound) {
 		err = nil // already gone: that is what we wanted
 	}
-	if r.writeDelete(s, res, err) {
+	if r.noteDelete(s, res, err) {
 		delete(r.own(s.key).Reals, rs)
 		r.stopDraining(s.key, rs)
 		if s.key.Proto == model.UDP {

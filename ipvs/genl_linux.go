@@ -56,8 +56,8 @@ type genl struct {
 	// applied.
 	in       *nlsock.Receiver
 	gate     *foreground.Gate // where a background socket's dumps park (nil: never)
-	req      []byte // a read request's message, reused (a repair reads 70,000 at 50,000 Services)
-	syscalls uint64 // sends so far; with in's receives and waits, what batching saves (tests read it)
+	req      []byte           // a read request's message, reused (a repair reads 70,000 at 50,000 Services)
+	syscalls uint64           // sends so far; with in's receives and waits, what batching saves (tests read it)
 }
 
 // failedWrite is the failure of the i-th write of a batch.

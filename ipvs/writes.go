@@ -30,14 +30,14 @@ const (
 	opDelete = "delete"
 )
 
-// write accounts for one kernel write call of kind op that returned err; it reports success
-// (for a queued write: that it was queued).
-func (r *Reconciler) write(s *step, res *Result, op string, err error) bool {
+// noteWrite accounts for one kernel write call of kind op that already returned err; it
+// reports success (for a queued write, which has only been queued: that it was queued).
+func (r *Reconciler) noteWrite(s *step, res *Result, op string, err error) bool {
 	return r.account(s, res, op, err, false)
 }
 
-// writeDelete is write for a delete, whose "not found" answer counts as success.
-func (r *Reconciler) writeDelete(s *step, res *Result, err error) bool {
+// noteDelete is noteWrite for a delete, whose "not found" answer counts as success.
+func (r *Reconciler) noteDelete(s *step, res *Result, err error) bool {
 	return r.account(s, res, opDelete, err, true)
 }
 

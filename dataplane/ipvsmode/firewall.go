@@ -85,7 +85,10 @@ func (f *firewallPart) take(withChanges bool) (add, del firewall.Changes) {
 	return add, del
 }
 
-func (f *firewallPart) open() dataplane.Result {
+// applyAdditions writes what a sync adds before its virtual servers exist: the staged
+// Services' new set entries and any change of the rules. The entries they lose are kept
+// for applyRemovals.
+func (f *firewallPart) applyAdditions() dataplane.Result {
 	add, del := f.take(true)
 	f.del = mergeChanges(f.del, del)
 	var res dataplane.Result
@@ -97,7 +100,9 @@ func (f *firewallPart) open() dataplane.Result {
 	return res
 }
 
-func (f *firewallPart) close() dataplane.Result {
+// applyRemovals deletes the set entries the sync's Services lost, once IPVS no longer
+// sends packets that need them.
+func (f *firewallPart) applyRemovals() dataplane.Result {
 	var res dataplane.Result
 	if len(f.del) > 0 {
 		res.Merge(setsResult(f.sets.Apply(f.del), dataplane.OpDelete))

@@ -138,11 +138,11 @@ func (d *Dataplane) Apply(ch dataplane.Change) dataplane.Result {
 	for name, st := range ch.Services {
 		d.fw.stage(name, st)
 	}
-	res.Merge(d.fw.open())
+	res.Merge(d.fw.applyAdditions())
 	res.Merge(addrResult(d.p.Addresses.Apply(ch.Bind, nil)))
 	res.Merge(d.afterIPVS(d.p.IPVS.Apply(ch.VSes)))
 	res.Merge(addrResult(d.p.Addresses.Apply(nil, ch.Unbind)))
-	res.Merge(d.fw.close())
+	res.Merge(d.fw.applyRemovals())
 	return res
 }
 
