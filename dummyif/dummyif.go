@@ -284,6 +284,22 @@ func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[ne
 		tell(m)
 	}
 
+	r.converge(desired, listed, &res)
+	if len(stale) > 0 {
+		r.unbindOther(stale, err == nil, &res)
+		if r.vips.Binding() == BindRoute {
+			r.rebindLost(desired, &res)
+		}
+	}
+	if err == nil && len(stale) == 0 {
+		r.converted = true
+	}
+	return res
+}
+
+// converge makes the VIPs bound the way the proxy binds them exactly the desired ones,
+// given what the kernel listed (r.mu held).
+func (r *Reconciler) converge(desired map[netip.Addr]bool, listed []Address, res *Result) {
 	have := map[netip.Addr]bool{}
 	var wrong, extra []netip.Prefix
 	for _, a := range listed {
@@ -304,7 +320,7 @@ func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[ne
 	// prefix length. Then the missing ones, then the extras.
 	sortPrefixes(wrong)
 	for _, p := range wrong {
-		r.del(p, &res)
+		r.del(p, res)
 	}
 	var adds []netip.Addr
 	for a, want := range desired {
@@ -319,22 +335,12 @@ func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[ne
 	}
 	sortAddrs(adds)
 	for _, a := range adds {
-		r.add(a, &res)
+		r.add(a, res)
 	}
 	sortPrefixes(extra)
 	for _, p := range extra {
-		r.del(p, &res)
+		r.del(p, res)
 	}
-	if len(stale) > 0 {
-		r.unbindOther(stale, err == nil, &res)
-		if r.vips.Binding() == BindRoute {
-			r.rebindLost(desired, &res)
-		}
-	}
-	if err == nil && len(stale) == 0 {
-		r.converted = true
-	}
-	return res
 }
 
 // rebindLost binds again the desired VIPs that a conversion lost: the kernel deletes every

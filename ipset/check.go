@@ -425,10 +425,44 @@ func (c *SetsCheck) finish(l setListing, res *Result) {
 		res.fail(n, fmt.Errorf("list set %s: %w", n, l.err))
 		return
 	}
+	wanted, stale := c.settle(l, s, w)
+	var adds []firewall.Packed
+	if wanted < c.desired.Count(n) {
+		// Desired entries are missing (drift, or entries the set cannot hold): find them.
+		c.desired.Range(n, func(p firewall.Packed) bool {
+			if _, ok := s.entries[p]; !ok && l.def.Check(p.Entry()) == nil {
+				adds = append(adds, p)
+			}
+			return true
+		})
+	}
+	dels := make([]firewall.Packed, 0, len(stale))
+	for p := range stale {
+		dels = append(dels, p)
+	}
+	if l.def.Type != firewall.BitmapPort && len(s.entries)+len(adds) > int(s.spec.MaxElem) {
+		final := validDesired(l.def, c.desired)
+		r.rebuild(l.def, final, true, res)
+		return
+	}
+	if l.def.SkbInfo {
+		dels = remarked(s, adds, dels)
+	}
+	r.addOrRebuild(l.def, s, adds, res)
+	r.deletions(l.def, dels, res)
+}
+
+// settle makes set s's cache what the listing l showed the kernel to hold, taking back
+// what the comparison counted of the entries Apply touched meanwhile (w) and judging those
+// by the cache, and returns how many of the kernel's entries are desired and which are
+// not (r.mu held).
+func (c *SetsCheck) settle(l setListing, s *set, w *watchState) (wanted int, stale map[firewall.Packed]struct{}) {
+	r, n := c.r, l.def.Name
 	// Entries Apply touched: the cache knows their state, so what their comparison counted
 	// (before or after Apply wrote them) is taken back. The counts are then of untouched
 	// entries only.
-	wanted, cached, stale := l.wanted, l.cached, l.stale
+	wanted, stale = l.wanted, l.stale
+	cached := l.cached
 	untouchedCached := len(s.entries)
 	for p := range w.touched {
 		if _, ok := s.entries[p]; ok {
@@ -472,28 +506,5 @@ func (c *SetsCheck) finish(l setListing, res *Result) {
 			addTo(&stale, p)
 		}
 	}
-	var adds []firewall.Packed
-	if wanted < c.desired.Count(n) {
-		// Desired entries are missing (drift, or entries the set cannot hold): find them.
-		c.desired.Range(n, func(p firewall.Packed) bool {
-			if _, ok := s.entries[p]; !ok && l.def.Check(p.Entry()) == nil {
-				adds = append(adds, p)
-			}
-			return true
-		})
-	}
-	dels := make([]firewall.Packed, 0, len(stale))
-	for p := range stale {
-		dels = append(dels, p)
-	}
-	if l.def.Type != firewall.BitmapPort && len(s.entries)+len(adds) > int(s.spec.MaxElem) {
-		final := validDesired(l.def, c.desired)
-		r.rebuild(l.def, final, true, res)
-		return
-	}
-	if l.def.SkbInfo {
-		dels = remarked(s, adds, dels)
-	}
-	r.addOrRebuild(l.def, s, adds, res)
-	r.deletions(l.def, dels, res)
+	return wanted, stale
 }
