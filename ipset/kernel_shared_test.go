@@ -434,7 +434,7 @@ func testLargeSetBeyondDefaultMaxElem(t *testing.T) {
 func testBackgroundListingParks(t *testing.T) {
 	const n = 5_000 // many dump messages
 	k := newKernel(t)
-	gate := foreground.NewGate()
+	gate := foreground.NewGateHolding(time.Hour) // parked until lowered, however slow the guest
 	bg, err := NewBackgroundKernel(gate)
 	if err != nil {
 		t.Fatalf("NewBackgroundKernel: %v", err)

@@ -17,7 +17,7 @@ import (
 func TestGuestBackgroundListingParks(t *testing.T) {
 	const n = 600 // virtual servers: many dump datagrams
 	k := newKernel(t)
-	gate := foreground.NewGate()
+	gate := foreground.NewGateHolding(time.Hour) // parked until lowered, however slow the guest
 	bg, err := NewBackgroundKernel(gate)
 	if err != nil {
 		t.Fatalf("NewBackgroundKernel: %v", err)

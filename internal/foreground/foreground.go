@@ -45,7 +45,11 @@ type raised struct {
 }
 
 // NewGate returns a lowered gate that holds the background for at most MaxHold.
-func NewGate() *Gate { return &Gate{hold: MaxHold} }
+func NewGate() *Gate { return NewGateHolding(MaxHold) }
+
+// NewGateHolding returns a lowered gate that holds the background for at most hold from
+// each raising (tests that must see a park whatever the machine's speed hold it longer).
+func NewGateHolding(hold time.Duration) *Gate { return &Gate{hold: hold} }
 
 // Raise raises the gate, if it is not up already (an up gate keeps its first deadline).
 func (g *Gate) Raise() {
