@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -51,7 +52,7 @@ func newBackendChecks(ch *backendcheck.Checker) *backendChecks {
 
 // onVerdict is the checker's report: it queues the verdict and its Service for a sync.
 func (c *Controller) onVerdict(v backendcheck.Verdict) {
-	c.noteQueued(time.Now())
+	c.noteQueued(metrics.ChangeOther, time.Now())
 	c.mu.Lock()
 	c.verdicts = append(c.verdicts, v)
 	c.dirty[v.Service] = true

@@ -37,9 +37,13 @@ type Controller struct {
 
 	// mu guards what the informers' handlers write (the queue of changes) and what other
 	// goroutines read (Stats).
-	mu          sync.Mutex
-	dirty       map[model.ServiceName]bool
-	triggers    map[model.ServiceName][]string // EndpointSlice change times not yet programmed
+	mu       sync.Mutex
+	dirty    map[model.ServiceName]bool
+	triggers map[model.ServiceName][]trigger // EndpointSlice change times not yet programmed
+	// pendingSvc and pendingEps are the changes not yet taken by a sync, as kube-proxy counts
+	// them: Services with a change of their own, and EndpointSlice changes.
+	pendingSvc  map[model.ServiceName]bool
+	pendingEps  int
 	nodeChanged bool
 	// cidrsChanged: a ServiceCIDR object changed; the firewall needs a repair.
 	cidrsChanged bool
@@ -56,6 +60,7 @@ type Controller struct {
 	healthErr   map[model.ServiceName]string
 	checks      *backendChecks
 	setEntries  int
+	families    []string // the IP families last given to the metrics (noteFamilies)
 	// lastCIDRs are the Service CIDRs of the last repair, for a log line when they change.
 	lastCIDRs       []netip.Prefix
 	lastCIDRsLogged bool
@@ -113,7 +118,7 @@ func New(cfg Config, client kubernetes.Interface, dp dataplane.Dataplane, hostAd
 	c := &Controller{
 		cfg: cfg, dp: dp, hostAddrs: hostAddrs, recorder: recorder, log: log, obs: obs,
 		wake:  make(chan struct{}, 1),
-		dirty: map[model.ServiceName]bool{}, triggers: map[model.ServiceName][]string{},
+		dirty: map[model.ServiceName]bool{}, triggers: map[model.ServiceName][]trigger{}, pendingSvc: map[model.ServiceName]bool{},
 		sched:   newSchedule(cfg.MinSyncPeriod, cfg.SyncPeriod, cfg.MaxRetryBackoff),
 		retryVS: map[model.VSKey]bool{}, retryIP: map[netip.Addr]bool{},
 		problems: newProblemReporter(recorder, obs.Metrics, log), unavailable: map[string]bool{},

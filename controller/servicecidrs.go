@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-ipvs/kube-ipvs/metrics"
 )
 
 // serviceCIDRGroupVersion and serviceCIDRResource are where discovery lists the ServiceCIDR
@@ -87,7 +89,7 @@ func (s *sources) cidrsListed() bool {
 // onServiceCIDR asks for a repair: the Service CIDRs are part of every family's firewall,
 // which only a repair rewrites.
 func (c *Controller) onServiceCIDR(any) {
-	c.noteQueued(time.Now())
+	c.noteQueued(metrics.ChangeOther, time.Now())
 	c.mu.Lock()
 	c.cidrsChanged = true
 	c.mu.Unlock()

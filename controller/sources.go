@@ -15,6 +15,7 @@ import (
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -180,19 +181,27 @@ func (c *Controller) onService(obj any) {
 		obj = d.Obj
 	}
 	if s, ok := obj.(*corev1.Service); ok {
-		c.markDirty(model.ServiceName{Namespace: s.Namespace, Name: s.Name})
+		name := model.ServiceName{Namespace: s.Namespace, Name: s.Name}
+		c.noteServiceChange(name)
+		c.markDirty(name, metrics.ChangeService)
 	}
 }
 
 func (c *Controller) onSlice(obj any) {
+	deleted := false
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+		obj, deleted = d.Obj, true
 	}
 	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		if svc := s.Labels[discoveryv1.LabelServiceName]; svc != "" {
 			name := model.ServiceName{Namespace: s.Namespace, Name: svc}
-			c.noteSliceChange(s, name)
-			c.markDirty(name)
+			// Handlers run after the informer's store changed: a slice missing there was deleted.
+			if !deleted {
+				_, exists, err := c.src.slices.Get(s)
+				deleted = err == nil && !exists
+			}
+			c.noteSliceChange(s, name, deleted)
+			c.markDirty(name, metrics.ChangeEndpoint)
 		}
 	}
 }
@@ -211,7 +220,7 @@ func (c *Controller) onNode(obj any) {
 	} else {
 		c.noteNode(n)
 	}
-	c.noteQueued(time.Now())
+	c.noteQueued(metrics.ChangeOther, time.Now())
 	// The zone or addresses may have changed: every Service is recomputed.
 	c.mu.Lock()
 	c.nodeChanged = true
@@ -219,8 +228,8 @@ func (c *Controller) onNode(obj any) {
 	c.poke()
 }
 
-func (c *Controller) markDirty(name model.ServiceName) {
-	c.noteQueued(time.Now())
+func (c *Controller) markDirty(name model.ServiceName, kind string) {
+	c.noteQueued(kind, time.Now())
 	c.mu.Lock()
 	c.dirty[name] = true
 	c.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/model"
 	"github.com/kube-ipvs/kube-ipvs/proxy"
 )
@@ -26,6 +27,9 @@ type desiredState struct {
 	bindRefs   map[netip.Addr]int
 	// reals is the number of real servers over every owned virtual server.
 	reals int
+	// noLocal counts, per family, the Services whose Local traffic policies have endpoints
+	// in the cluster but none on this node (model.ServiceState.NoLocal).
+	noLocal [2]metrics.NoLocalEndpoints
 	// healthChecked are the Services with a health-check node port: usually a handful, so
 	// the health servers are synced from them rather than from every Service.
 	healthChecked map[model.ServiceName]*model.ServiceState
@@ -71,6 +75,8 @@ func (d *desiredState) update(name model.ServiceName, next *model.ServiceState) 
 	sort.Slice(ch.requeue, func(i, j int) bool { return ch.requeue[i].String() < ch.requeue[j].String() })
 
 	d.reals += countReals(next) - countReals(prev)
+	d.countNoLocal(prev, -1)
+	d.countNoLocal(next, 1)
 	if next == nil {
 		delete(d.services, name)
 	} else {
@@ -82,6 +88,21 @@ func (d *desiredState) update(name model.ServiceName, next *model.ServiceState) 
 		delete(d.healthChecked, name)
 	}
 	return ch
+}
+
+// countNoLocal adds s's Local policies without a local endpoint to noLocal, times sign.
+func (d *desiredState) countNoLocal(s *model.ServiceState, sign int) {
+	if s == nil {
+		return
+	}
+	for f, gap := range s.NoLocal {
+		if gap.Internal {
+			d.noLocal[f].Internal += sign
+		}
+		if gap.External {
+			d.noLocal[f].External += sign
+		}
+	}
 }
 
 // claim takes each virtual server next wants that no other Service owns, and contests the

@@ -24,7 +24,8 @@ func (c *Controller) sync(full bool) error {
 	start := time.Now()
 	c.mu.Lock()
 	dirty, triggers := c.dirty, c.triggers
-	c.dirty, c.triggers = map[model.ServiceName]bool{}, map[model.ServiceName][]string{}
+	c.dirty, c.triggers = map[model.ServiceName]bool{}, map[model.ServiceName][]trigger{}
+	c.takePending()
 	c.mu.Unlock()
 	c.takeVerdicts()
 
@@ -60,7 +61,7 @@ func (c *Controller) sync(full bool) error {
 	st.TotalSyncs = c.stats.TotalSyncs + 1
 	c.stats = st
 	c.mu.Unlock()
-	c.noteSync(full, st, full && res.Err != nil, start, triggers)
+	c.noteSync(full, st, res, start, triggers)
 	c.logSync(st)
 	if firstRepair && c.obs.FirstRepair != nil {
 		c.obs.FirstRepair()
@@ -234,6 +235,7 @@ func (c *Controller) refreshNodeWith(host []netip.Addr, err error) error {
 	for _, a := range host {
 		c.node.host[a.WithZone("").Unmap()] = true
 	}
+	c.noteFamilies()
 	if !c.cfg.NodePortPrimary {
 		c.node.nodeIPs = proxy.NodePortAddresses(c.cfg.NodePortAddresses, host)
 		return nil

@@ -36,6 +36,7 @@ type ProxyHealth struct {
 	oldestPending time.Time     // the oldest queued change not yet applied; zero if none
 	newestQueued  time.Time     // the newest QueuedUpdate time since everything was applied
 	nodeDeleting  bool
+	served        func(livez bool, code int)
 }
 
 // NewProxyHealth returns a tracker that reports unhealthy once a queued change has waited
@@ -166,6 +167,15 @@ type proxyBody struct {
 	Healthy      bool   `json:"healthy"`
 }
 
+// OnServed has f called with every answer Handler gives: livez for /livez (/healthz
+// otherwise) and the HTTP status code, for kube-proxy's kubeproxy_proxy_healthz_total and
+// kubeproxy_proxy_livez_total. Call it before serving.
+func (h *ProxyHealth) OnServed(f func(livez bool, code int)) {
+	h.mu.Lock()
+	h.served = f
+	h.mu.Unlock()
+}
+
 // Handler serves /healthz and /livez (any method) with a JSON body and 200 or 503.
 func (h *ProxyHealth) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -186,23 +196,31 @@ func (h *ProxyHealth) write(w http.ResponseWriter, withNode bool) {
 		b.NodeEligible = &eligible
 		b.Healthy = s.live && eligible
 	}
-	writeJSON(w, b.Healthy, b)
+	code := writeJSON(w, b.Healthy, b)
+	h.mu.RLock()
+	served := h.served
+	h.mu.RUnlock()
+	if served != nil {
+		served(!withNode, code)
+	}
 }
 
-func writeJSON(w http.ResponseWriter, ok bool, body any) {
+// writeJSON answers with body and 200 (ok) or 503, and returns the status code written.
+func writeJSON(w http.ResponseWriter, ok bool, body any) int {
 	data, err := json.Marshal(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+		return http.StatusInternalServerError
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	code := http.StatusServiceUnavailable
 	if ok {
-		w.WriteHeader(http.StatusOK)
-	} else {
-		w.WriteHeader(http.StatusServiceUnavailable)
+		code = http.StatusOK
 	}
+	w.WriteHeader(code)
 	_, _ = w.Write(append(data, '\n'))
+	return code
 }
 
 // Serve serves Handler on addr (e.g. DefaultProxyHealthAddress) until ctx ends, then shuts

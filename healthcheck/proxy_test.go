@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -418,5 +419,27 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 10s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Every answer is reported with its path and the status code the client got (kube-proxy's
+// kubeproxy_proxy_healthz_total and _livez_total count them).
+func TestProxyHealthOnServed(t *testing.T) {
+	c := newFakeClock()
+	h := NewProxyHealth(time.Minute, WithClock(c.Now))
+	type answer struct {
+		livez bool
+		code  int
+	}
+	var got []answer
+	h.OnServed(func(livez bool, code int) { got = append(got, answer{livez, code}) })
+	h.Updated(c.Now())
+	get(t, h.Handler(), "/healthz")
+	h.SetNodeDeleting(true)
+	get(t, h.Handler(), "/healthz")
+	get(t, h.Handler(), "/livez")
+	want := []answer{{false, http.StatusOK}, {false, http.StatusServiceUnavailable}, {true, http.StatusOK}}
+	if !slices.Equal(got, want) {
+		t.Errorf("reported %v, want %v", got, want)
 	}
 }

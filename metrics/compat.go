@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -129,8 +130,19 @@ func newCompat(reg prometheus.Registerer) *compat {
 // creates their series, so that a dashboard finds them before the first sync or change.
 func (c *compat) setFamilies(families []string) {
 	c.mu.Lock()
+	old := c.families
 	c.families = append([]string(nil), families...)
 	c.mu.Unlock()
+	for _, f := range old {
+		if !slices.Contains(families, f) { // no longer served: its series would stand still
+			c.syncDuration.DeleteLabelValues(f)
+			c.lastSync.DeleteLabelValues(f)
+			c.lastQueued.DeleteLabelValues(f)
+			c.programming.DeleteLabelValues(f)
+			c.noLocal.DeleteLabelValues(PolicyInternal, f)
+			c.noLocal.DeleteLabelValues(PolicyExternal, f)
+		}
+	}
 	for _, f := range families {
 		c.syncDuration.WithLabelValues(f)
 		c.lastSync.WithLabelValues(f)

@@ -178,6 +178,18 @@ type ServiceState struct {
 	LocalEndpoints      int
 	// HealthCheck is the Service's backend health check (nil: none, the default).
 	HealthCheck *HealthCheck
+	// NoLocal says, per family (IPv4 [0], IPv6 [1]), which of the Service's Local traffic
+	// policies have endpoints in the cluster but none on this node (kube-proxy's
+	// sync_proxy_rules_no_local_endpoints_total counts such Services).
+	NoLocal [2]LocalGap
+}
+
+// LocalGap names the Local traffic policies of one family that have no endpoint on this
+// node while the cluster has some: Internal for the ClusterIPs (internalTrafficPolicy),
+// External for the node ports, external and load-balancer addresses
+// (externalTrafficPolicy).
+type LocalGap struct {
+	Internal, External bool
 }
 
 // Binds reports whether the Service wants a bound to kube-ipvs0.

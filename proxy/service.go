@@ -253,6 +253,14 @@ func (pb *portBuilder) add(addrs []netip.Addr, port uint16, kind model.VSKind, l
 			continue // reported by reportDuplicates if two ports collide
 		}
 		reals := pb.realsFor(a.Is6(), local)
+		if local && len(reals) == 0 && anyUsable(pb.eps[b2i(a.Is6())]) {
+			gap := &pb.st.NoLocal[b2i(a.Is6())]
+			if kind == model.KindClusterIP {
+				gap.Internal = true
+			} else {
+				gap.External = true
+			}
+		}
 		vs := &model.VirtualServer{Key: key, Spec: checkedSpec(pb.spec, reals), Kind: kind, Reals: reals, PortName: pb.sp.Name}
 		pb.st.VSes[key] = vs
 		if local && kind != model.KindClusterIP {
@@ -276,6 +284,17 @@ func (pb *portBuilder) realsFor(is6, local bool) map[model.RSKey]uint32 {
 		pb.realDone[f][p] = true
 	}
 	return pb.reals[f][p]
+}
+
+// anyUsable reports whether any endpoint could serve, anywhere in the cluster: ready, or
+// serving while terminating (what kube-proxy calls having any endpoints).
+func anyUsable(eps []endpoint) bool {
+	for i := range eps {
+		if eps[i].ready || (eps[i].serving && eps[i].terminating) {
+			return true
+		}
+	}
+	return false
 }
 
 func b2i(b bool) int {

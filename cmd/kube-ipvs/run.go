@@ -248,7 +248,12 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	if !o.Once {
 		obs.Metrics = metrics.New()
 		obs.Metrics.SetProxyMode(mode)
+		// Before the informers start: their lists and watches are the first requests.
+		if err := obs.Metrics.EnableRESTClientMetrics(); err != nil {
+			return err
+		}
 		obs.ProxyHealth = healthcheck.NewProxyHealth(cfg.SyncPeriod)
+		obs.ProxyHealth.OnServed(obs.Metrics.ProxyHealthServed)
 		obs.ServiceHealth = healthcheck.NewServiceHealth(obs.ProxyHealth.Live)
 		defer obs.ServiceHealth.Close()
 		if mode == modeIPVS {
