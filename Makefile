@@ -27,7 +27,7 @@ build: ## build bin/kube-ipvs (static)
 # measurements of docs/schedulers.md other than sh/mh churn, whose weight-0 and rr/lc/wrr
 # kernel side the remaining tests exercise). `make kernel-matrix` alone runs everything.
 TEST_KERNEL_SUITES ?= e2e-pkg scenarios
-TEST_KERNEL_E2E_SKIP ?= ^(TestOnceAndMalformedManifests|TestHealthAndMetricsEndpoints|TestServiceHealthNodePortFlips|TestLoadBalancerConflictLoserWritesNothing|TestServiceCannotTakeTheNodeAddresses|TestRestartMidDrainKeepsDraining|TestDrainEndsAtTheTimeout|TestEndpointBackWhileDrainingGetsWeightBack|TestListAndExplain|TestHealthCheckAllDownFailsOpen|TestHTTPHealthCheck500CountsAsFailed|TestRepairCyclesAreLoggedAndMeasured|TestSchedulerLeastConnectionBalancesHeldConnections|TestSchedulerPerNodeLeastConnection|TestSchedulerWeightedEqualAndZeroWeights|TestInitOnlyThenLeastPrivilege)$$
+TEST_KERNEL_E2E_SKIP ?= ^(TestOnceAndMalformedManifests|TestHealthAndMetricsEndpoints|TestServiceHealthNodePortFlips|TestLoadBalancerConflictLoserWritesNothing|TestServiceCannotTakeTheNodeAddresses|TestRestartMidDrainKeepsDraining|TestDrainEndsAtTheTimeout|TestEndpointBackWhileDrainingGetsWeightBack|TestListAndExplain|TestHealthCheckAllDownFailsOpen|TestHTTPHealthCheck500CountsAsFailed|TestRepairCyclesAreLoggedAndMeasured|TestSchedulerLeastConnectionBalancesHeldConnections|TestSchedulerPerNodeLeastConnection|TestSchedulerWeightedEqualAndZeroWeights|TestInitOnlyThenLeastPrivilege|TestKubeProxyMetricNamesOnAScrape)$$
 
 test: ## host unit tests, the guest (real-kernel) suite, then the traffic suites on 5.10 and 6.12; fails if the host's network changed
 	@hack/deps.sh

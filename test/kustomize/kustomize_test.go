@@ -142,3 +142,112 @@ func list(v any) []map[string]any {
 	}
 	return out
 }
+
+// buildWithComponents builds deploy/ with the given components added to its kustomization
+// (as `kustomize edit add component` does), from an in-memory copy of deploy/.
+func buildWithComponents(t *testing.T, components ...string) map[string]any {
+	t.Helper()
+	fs := filesys.MakeFsInMemory()
+	files := []string{"kustomization.yaml", "rbac.yaml", "configmap.yaml", "daemonset.yaml"}
+	for _, c := range components {
+		entries, err := os.ReadDir(filepath.Join("../../deploy", c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			files = append(files, filepath.Join(c, e.Name()))
+		}
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join("../../deploy", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "kustomization.yaml" {
+			data = append(data, "components:\n"...)
+			for _, c := range components {
+				data = append(data, "  - "+c+"\n"...)
+			}
+		}
+		if err := fs.WriteFile(filepath.Join("/deploy", f), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/deploy")
+	if err != nil {
+		t.Fatalf("kustomize build deploy/ with components %v: %v", components, err)
+	}
+	for _, r := range res.Resources() {
+		if r.GetKind() == "DaemonSet" {
+			m, err := r.Map()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+	}
+	t.Fatal("no DaemonSet in the build")
+	return nil
+}
+
+// deploy/ with the kube-proxy-compat Component builds, alone and with migrate, and its
+// DaemonSet's Pods are what the kube-prometheus mixin's PodMonitor (k8s-app: kube-proxy,
+// port 10249) and ClusterLoader2's Service (component: kube-proxy, port 10249) select: both
+// labels on the Pods, the selector still kube-ipvs's own, and `kube-ipvs run` serving
+// /metrics on the Pod's IP at 10249, which the Pod declares.
+func TestKubeProxyCompatComponentBuilds(t *testing.T) {
+	for _, components := range [][]string{{"kube-proxy-compat"}, {"migrate", "kube-proxy-compat"}} {
+		ds := buildWithComponents(t, components...)
+		labels := dig(t, ds, "spec", "template", "metadata", "labels")
+		for k, v := range map[string]string{"k8s-app": "kube-proxy", "component": "kube-proxy", "app.kubernetes.io/name": "kube-ipvs"} {
+			if labels[k] != v {
+				t.Errorf("%v: Pod label %s=%v, want %s", components, k, labels[k], v)
+			}
+		}
+		sel := dig(t, ds, "spec", "selector", "matchLabels")
+		if len(sel) != 1 || sel["app.kubernetes.io/name"] != "kube-ipvs" {
+			t.Errorf("%v: selector %v; want kube-ipvs's own only (a kube-proxy DaemonSet's would adopt the Pods)", components, sel)
+		}
+		var proxy map[string]any
+		for _, c := range list(dig(t, ds, "spec", "template", "spec")["containers"]) {
+			if c["name"] == "kube-ipvs" {
+				proxy = c
+			}
+		}
+		if proxy == nil {
+			t.Fatalf("%v: no kube-ipvs container", components)
+		}
+		var args []string
+		for _, a := range proxy["args"].([]any) {
+			args = append(args, a.(string))
+		}
+		bind := 0
+		for _, a := range args {
+			if strings.HasPrefix(a, "--metrics-bind-address") {
+				bind++
+				if a != "--metrics-bind-address=[$(POD_IP)]:10249" {
+					t.Errorf("%v: %s; want the Pod IP at 10249", components, a)
+				}
+			}
+		}
+		if bind != 1 || args[0] != "run" {
+			t.Errorf("%v: args %q; want run with --metrics-bind-address once", components, args)
+		}
+		podIP := false
+		for _, e := range list(proxy["env"]) {
+			if e["name"] == "POD_IP" {
+				podIP = dig(t, e, "valueFrom", "fieldRef")["fieldPath"] == "status.podIP"
+			}
+		}
+		if !podIP {
+			t.Errorf("%v: no POD_IP from status.podIP in %v", components, proxy["env"])
+		}
+		port := false
+		for _, p := range list(proxy["ports"]) {
+			port = port || p["containerPort"] == 10249
+		}
+		if !port {
+			t.Errorf("%v: container ports %v lack 10249", components, proxy["ports"])
+		}
+	}
+}
