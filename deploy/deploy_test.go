@@ -8,11 +8,8 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -235,14 +232,16 @@ func TestDaemonSet(t *testing.T) {
 	if sc == nil || sc.Capabilities == nil {
 		t.Fatal("no securityContext capabilities")
 	}
-	for _, capability := range []corev1.Capability{"NET_ADMIN", "NET_RAW", "SYS_MODULE"} {
-		if !slices.Contains(sc.Capabilities.Add, capability) {
-			t.Errorf("capabilities %v lack %s", sc.Capabilities.Add, capability)
-		}
+	// Least privilege: the init container did what needs more (see daemonset.yaml).
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Error("the proxy container is privileged; the init container is the privileged step")
 	}
-	// Writing net.* sysctls needs a writable /proc/sys: see the comment in daemonset.yaml.
-	if sc.Privileged == nil || !*sc.Privileged {
-		t.Error("the proxy container is not privileged")
+	if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW", "SYS_RESOURCE"}) {
+		t.Errorf("capabilities %+v; want drop ALL, add NET_ADMIN, NET_RAW, SYS_RESOURCE", sc.Capabilities)
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("the proxy container allows privilege escalation")
 	}
 
 	volumes := map[string]corev1.Volume{}
@@ -269,52 +268,29 @@ func TestDaemonSet(t *testing.T) {
 		t.Errorf("/etc/kube-ipvs: mount %+v volume %+v; want config.yaml from ConfigMap kube-ipvs", cfg, volumes[cfg.Name])
 	}
 
-	ic := container(t, pod.InitContainers, "preflight")
+	// The init container is `run --init-only` on the proxy's own configuration, privileged.
+	if len(pod.InitContainers) != 1 {
+		t.Errorf("%d init containers; want the --init-only one", len(pod.InitContainers))
+	}
+	ic := container(t, pod.InitContainers, "init")
 	if ic.Image != c.Image {
 		t.Errorf("init image %q, proxy image %q", ic.Image, c.Image)
 	}
-	if !strings.Contains(strings.Join(ic.Command, " "), "kube-ipvs preflight") {
-		t.Errorf("init command %q does not run kube-ipvs preflight", ic.Command)
+	if want := []string{"run", "--init-only", "--config=/etc/kube-ipvs/config.yaml"}; len(ic.Command) != 0 || !slices.Equal(ic.Args, want) {
+		t.Errorf("init command %q args %q; want the entrypoint with %q (the proxy's --config)", ic.Command, ic.Args, want)
 	}
-	if m := ic.VolumeMounts; len(m) != 1 || m[0].MountPath != "/lib/modules" || !m[0].ReadOnly {
-		t.Errorf("init mounts %+v; want /lib/modules read-only", m)
+	initMounts := map[string]corev1.VolumeMount{}
+	for _, m := range ic.VolumeMounts {
+		initMounts[m.MountPath] = m
 	}
-	if isc := ic.SecurityContext; isc == nil || isc.Capabilities == nil || !slices.Contains(isc.Capabilities.Add, "SYS_MODULE") {
-		t.Errorf("init securityContext %+v lacks SYS_MODULE", isc)
+	if m := initMounts["/lib/modules"]; !m.ReadOnly || m.Name != mounts["/lib/modules"].Name {
+		t.Errorf("init mounts %+v; want /lib/modules read-only", ic.VolumeMounts)
 	}
-}
-
-// TestPreflightToleratesExitOne runs the init container's command with a stand-in kube-ipvs:
-// exit 1 (the kernel cannot do IPVS) must let the Pod start so run can fall back to iptables;
-// other failures must stop it.
-func TestPreflightToleratesExitOne(t *testing.T) {
-	ds := only[*appsv1.DaemonSet](t, "daemonset.yaml")
-	cmd := container(t, ds.Spec.Template.Spec.InitContainers, "preflight").Command
-	if len(cmd) == 0 {
-		t.Fatal("no command")
+	if m := initMounts["/etc/kube-ipvs"]; m.Name != cfg.Name {
+		t.Errorf("init mounts %+v; want the proxy's configuration at /etc/kube-ipvs", ic.VolumeMounts)
 	}
-	if _, err := os.Stat(cmd[0]); err != nil {
-		t.Skipf("%s: %v", cmd[0], err)
-	}
-	dir := t.TempDir()
-	fake := "#!/bin/sh\necho \"args: $*\"\nexit \"$FAKE_EXIT\"\n"
-	if err := os.WriteFile(filepath.Join(dir, "kube-ipvs"), []byte(fake), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for preflight, want := range map[int]int{0: 0, 1: 0, 2: 2, 126: 126, 127: 127} {
-		c := exec.Command(cmd[0], cmd[1:]...)
-		c.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "FAKE_EXIT="+strconv.Itoa(preflight))
-		out, err := c.CombinedOutput()
-		got := 0
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) {
-			got = exitErr.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if got != want || !strings.Contains(string(out), "args: preflight") {
-			t.Errorf("preflight exiting %d: init container exits %d, want %d; output:\n%s", preflight, got, want, out)
-		}
+	if isc := ic.SecurityContext; isc == nil || isc.Privileged == nil || !*isc.Privileged {
+		t.Errorf("init securityContext %+v; want privileged (a writable /proc/sys and /sys, modprobe)", isc)
 	}
 }
 
@@ -410,21 +386,15 @@ func TestImageRecipe(t *testing.T) {
 		"iptables":  "iptables-{legacy,nft}-{save,restore}, run by the proxy",
 		"ipset":     "the debugging tool for the proxy's sets",
 		"ipvsadm":   "the IPVS debugging tool",
-		"kmod":      "modprobe, run by preflight",
+		"kmod":      "modprobe, run by the init container's --init-only",
 		"conntrack": "the conntrack debugging tool",
 		"iproute2":  "ip, to look at kube-ipvs0",
 		"netbase":   "/etc/protocols and /etc/services",
-		"dash":      "/bin/sh, the preflight init container's command",
 	} {
 		if !slices.Contains(pkgs, pkg) {
 			t.Errorf("hack/image/packages.txt lacks %s (%s)", pkg, why)
 		}
 	}
-	ds := only[*appsv1.DaemonSet](t, "daemonset.yaml")
-	if cmd := ds.Spec.Template.Spec.InitContainers[0].Command; len(cmd) == 0 || cmd[0] != "/bin/sh" {
-		t.Errorf("the init container runs %v; the image provides /bin/sh (dash), update the recipe with it", cmd)
-	}
-
 	build, err := os.ReadFile("../hack/image/build.sh")
 	if err != nil {
 		t.Fatal(err)

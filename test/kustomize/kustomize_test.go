@@ -59,7 +59,7 @@ func TestDeployBuilds(t *testing.T) {
 
 // deploy/ with the deploy/migrate Component added (as `kustomize edit add component
 // migrate` does) builds, and its DaemonSet has `kube-ipvs run` given --cleanup-kube-proxy
-// once, in the proxy container, and no init container besides the preflight: kube-proxy's
+// once, in the proxy container, and no init container besides --init-only: kube-proxy's
 // leftovers go after the proxy's first sync, never before it.
 func TestMigrateComponentBuilds(t *testing.T) {
 	fs := filesys.MakeFsInMemory()
@@ -98,8 +98,8 @@ func TestMigrateComponentBuilds(t *testing.T) {
 		for _, c := range list(spec["initContainers"]) {
 			inits = append(inits, c["name"].(string))
 		}
-		if strings.Join(inits, " ") != "preflight" {
-			t.Errorf("init containers %v; want the preflight only", inits)
+		if strings.Join(inits, " ") != "init" {
+			t.Errorf("init containers %v; want the --init-only one only", inits)
 		}
 		for _, c := range list(spec["containers"]) {
 			var args []string

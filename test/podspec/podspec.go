@@ -81,6 +81,12 @@ func (p *pod) writeContainer(w io.Writer, prefix string, c corev1.Container, nod
 	fmt.Fprintf(w, "%s_args=(%s)\n", prefix, shellWords(expandAll(c.Args, vars)))
 	fmt.Fprintf(w, "%s_env=(%s)\n", prefix, shellWords(pairs))
 	fmt.Fprintf(w, "%s_mounts=(%s)\n", prefix, shellWords(mounts))
+	// A container that is not privileged gets /proc/sys and /sys read-only from its runtime.
+	privileged := 0
+	if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
+		privileged = 1
+	}
+	fmt.Fprintf(w, "%s_privileged=%d\n", prefix, privileged)
 	return nil
 }
 

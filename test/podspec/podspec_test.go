@@ -30,8 +30,11 @@ func TestDeployManifests(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{
-		"init0_name='preflight'\n",
-		"init0_command=('/bin/sh' '-c' 'kube-ipvs preflight\n",
+		"init0_name='init'\n",
+		"init0_command=()\n",
+		"init0_args=('run' '--init-only' '--config=/etc/kube-ipvs/config.yaml')\n",
+		"init0_privileged=1\n",
+		"main0_privileged=0\n",
 		"main0_name='kube-ipvs'\n",
 		"main0_command=()\n",
 		"'--hostname-override=node-7'",

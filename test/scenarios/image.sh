@@ -8,8 +8,10 @@
 # and environment (read from the manifest by test/podspec, never copied here) and the image's
 # entrypoint and PATH. On the demo's manifests (examples/, copied into the container's root
 # in place of an API server):
-#   1. the preflight init container's command succeeds, and `kube-ipvs preflight` from the
-#      image exits 0;
+#   1. the init container (`run --init-only`, privileged) succeeds, and `kube-ipvs preflight`
+#      from the image exits 0; the proxy container, not privileged, then runs with /proc/sys
+#      and /sys read-only, as its runtime mounts them (its capabilities are checked by
+#      test/e2e TestInitOnlyThenLeastPrivilege: this guest has no tool to bound them);
 #   2. with the node's rules on iptables-legacy (a foreign rule in each family), the proxy
 #      writes its KIPVS chains with legacy in both families and nothing with nft; the demo's
 #      traffic checks pass (ClusterIP rr over three backends, sh + ClientIP affinity,
@@ -35,13 +37,18 @@ step() { echo "=== $*"; }
 # in_container C CMD...: runs CMD in container C's view of the image (C is a podspec.sh
 # prefix: init0, main0): a private mount namespace holding the image's root with the node's
 # /proc, /sys, /dev and C's volume mounts, the image's environment overlaid with C's, chroot.
+# A container that is not privileged gets /proc/sys and /sys read-only, as from its runtime.
 in_container() {
   local c=$1 m kind src dst mode setup=""
   shift
-  local -n mounts="${c}_mounts" envs="${c}_env"
+  local -n mounts="${c}_mounts" envs="${c}_env" privileged="${c}_privileged"
   for m in /proc /sys /dev; do
     setup+="$bb/mount -o rbind $m $root$m && "
   done
+  if [[ $privileged != 1 ]]; then
+    setup+="$bb/mount -o bind $root/proc/sys $root/proc/sys && $bb/mount -o remount,bind,ro $root/proc/sys && "
+    setup+="$bb/mount -o remount,bind,ro $root/sys && "
+  fi
   for m in "${mounts[@]}"; do
     IFS='|' read -r kind src dst mode <<<"$m"
     case $kind in
@@ -81,19 +88,23 @@ run_container() {
   in_container "$c" "${argv[@]}" "$@"
 }
 
-[[ $init0_name == preflight && $main0_name == kube-ipvs ]] ||
-  fail "deploy/daemonset.yaml's containers are $init0_name and $main0_name, want preflight and kube-ipvs"
+[[ $init0_name == init && $init0_privileged == 1 && $main0_name == kube-ipvs && $main0_privileged == 0 ]] ||
+  fail "deploy/daemonset.yaml's containers are $init0_name (privileged: $init0_privileged) and $main0_name (privileged: $main0_privileged), want init (privileged) and kube-ipvs (not)"
 
 step "the image: $(wc -l <"$root/usr/share/kube-ipvs/packages.txt") Debian packages, entrypoint ${image_entrypoint[*]}"
 grep -E '^(iptables|ipset|ipvsadm|kmod|conntrack|iproute2|netbase) ' "$root/usr/share/kube-ipvs/packages.txt"
 in_container main0 kube-ipvs version || fail "kube-ipvs version from the image failed"
 
-step "init container preflight: deploy/daemonset.yaml's command"
-run_container init0 || fail "the preflight init container exited $?"
+step "init container: deploy/daemonset.yaml's run --init-only"
+echo 0 >/proc/sys/net/ipv4/ip_forward # the init container must set it
+run_container init0 || fail "the init container exited $?"
+[[ $(cat /proc/sys/net/ipv4/ip_forward) == 1 ]] || fail "run --init-only did not set net.ipv4.ip_forward"
+[[ $(cat /proc/sys/net/netfilter/nf_conntrack_max) -ge 131072 ]] || fail "run --init-only did not raise nf_conntrack_max to conntrackMin"
+step "the proxy container's /proc/sys is read-only"
+! in_container main0 sh -c 'echo 1 >/proc/sys/net/ipv4/ip_forward' 2>/dev/null || fail "the proxy container can write /proc/sys"
 step "kube-ipvs preflight from the image"
 in_container init0 kube-ipvs preflight || fail "kube-ipvs preflight from the image exited $?"
 
-echo 1 >/proc/sys/net/ipv4/ip_forward
 ip link add node0 type dummy
 ip addr add 203.0.113.10/24 dev node0
 ip link set node0 up
@@ -206,4 +217,4 @@ start_proxy
 expect_backend nft legacy
 check_traffic
 stop_proxy
-echo "PASS ($SECONDS s in the guest): the image runs the DaemonSet's containers: preflight, both backends, the demo's traffic"
+echo "PASS ($SECONDS s in the guest): the image runs the DaemonSet's containers: run --init-only, the proxy with /proc/sys read-only, both backends, the demo's traffic"
