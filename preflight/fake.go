@@ -153,11 +153,13 @@ func (f *Fake) probe(key string, needs ...string) error {
 }
 
 func (f *Fake) sysctl(name string) (string, error) {
-	if err := f.probe("sysctl " + name); err != nil {
-		return "", err
-	}
+	perr := f.probe("sysctl " + name)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if perr != nil {
+		// As the real probe: the value is read before the open for writing fails.
+		return f.Sysctls[name], perr
+	}
 	v, ok := f.Sysctls[name]
 	if strings.HasPrefix(name, "net.ipv4.vs.") && !f.Loaded["ip_vs"] && !f.Builtin["ip_vs"] {
 		ok = false // the kernel has these only while ip_vs is loaded

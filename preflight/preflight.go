@@ -18,7 +18,9 @@ package preflight
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sort"
 	"strings"
@@ -559,6 +561,12 @@ func (r *runner) sysctlRow(s sysctl.Setting) {
 		return
 	}
 	cur, err := r.d.Sysctl(s.Name)
+	if err != nil && cur == s.Value && !errors.Is(err, fs.ErrNotExist) {
+		// The proxy container that is not privileged: `run --init-only` set it, and the
+		// proxy only checks it.
+		c.Status, c.Detail = OK, "read-only here ("+oneLine(err.Error())+"); already "+cur
+		return
+	}
 	if err != nil {
 		c.Status, c.Detail, c.Fix = sysctlFailure(err)
 		c.Detail = oneLine(c.Detail) + " (needed to " + s.Why + ")"

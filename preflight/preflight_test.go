@@ -300,7 +300,12 @@ func TestSysctlRows(t *testing.T) {
 	f.Sysctls["net.ipv4.ip_forward"] = "1"
 	f.ProbeErr["sysctl net.ipv4.vs.conntrack"] = &os.PathError{Op: "open", Path: "/proc/sys/net/ipv4/vs/conntrack", Err: syscall.EROFS}
 	f.ProbeErr["sysctl net.ipv4.vs.expire_nodest_conn"] = &os.PathError{Op: "open", Path: "x", Err: syscall.EACCES}
+	f.Sysctls["net.ipv4.vs.conntrack"], f.Sysctls["net.ipv4.vs.expire_nodest_conn"] = "0", "0"
+	// Read-only but already as the proxy needs it (set by run --init-only): fine.
+	f.Sysctls["net.ipv4.vs.expire_quiescent_template"] = "1"
+	f.ProbeErr["sysctl net.ipv4.vs.expire_quiescent_template"] = &os.PathError{Op: "open", Path: "/proc/sys/net/ipv4/vs/expire_quiescent_template", Err: syscall.EROFS}
 	r := run(t, f, Options{StrictARP: true})
+	wantRow(t, r, "sysctl net.ipv4.vs.expire_quiescent_template", OK, "read-only here", "")
 	wantRow(t, r, "sysctl net.ipv4.ip_forward", OK, "writable; already 1", "")
 	wantRow(t, r, "sysctl net.ipv4.vs.conntrack", Failed, "read-only", "privileged")
 	wantRow(t, r, "sysctl net.ipv4.vs.expire_nodest_conn", Failed, "not writable", "root")
