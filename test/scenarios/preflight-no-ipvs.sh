@@ -6,6 +6,9 @@
 #      probes that would make the kernel load modules skipped, and nothing loaded;
 #   2. ip_vs blocked by an install line in /etc/modprobe.d: exit 1, the ip_vs row failed
 #      with its fix, the verdict says why, -o json has "ipvsUsable": false;
+#      The DaemonSet's init container, `run --init-only`, then exits 0 under mode auto
+#      (the proxy will fall back to iptables) having set the iptables mode's sysctls and
+#      the conntrack limits, and 1 under --mode=ipvs, as the proxy would;
 #   3. unblocked: preflight loads every module itself and exits 0, leaving no probe
 #      virtual server or dummy link behind.
 set -euo pipefail
@@ -92,6 +95,27 @@ grep -qx '  "ipvsUsable": false,' <<<"$out" || fail "-o json does not say \"ipvs
 [[ $(json_field "module ip_vs" status) == failed ]] || fail "-o json: module ip_vs status is '$(json_field "module ip_vs" status)', want failed"
 [[ $(json_field "module ip_vs" fix) == *"modprobe ip_vs"* ]] || fail "-o json: module ip_vs has no modprobe fix"
 [[ $(json_field "module ip_set" status) == ok ]] || fail "-o json: module ip_set is not ok"
+
+echo 0 >/proc/sys/net/ipv4/ip_forward
+set +e
+out=$(kube-ipvs run --init-only 2>&1)
+rc=$?
+set -e
+echo "\$ kube-ipvs run --init-only   (exit $rc)"
+echo "$out"
+[[ $rc == 0 ]] || fail "run --init-only under mode auto exited $rc without IPVS, want 0 (the proxy falls back to iptables)"
+grep -q "FALLING BACK TO THE IPTABLES PROXIER" <<<"$out" || fail "run --init-only did not say it falls back"
+grep -q "mode=iptables" <<<"$out" || fail "run --init-only did not finish in the iptables mode"
+[[ $(cat /proc/sys/net/ipv4/ip_forward) == 1 ]] || fail "run --init-only did not set net.ipv4.ip_forward in the fallback"
+[[ $(cat /proc/sys/net/netfilter/nf_conntrack_max) -ge 131072 ]] || fail "run --init-only did not raise nf_conntrack_max in the fallback"
+set +e
+out=$(kube-ipvs run --init-only --mode=ipvs 2>&1)
+rc=$?
+set -e
+echo "\$ kube-ipvs run --init-only --mode=ipvs   (exit $rc)"
+[[ $rc == 1 ]] || fail "run --init-only --mode=ipvs exited $rc without IPVS, want 1: $out"
+grep -q "IPVS cannot run on this node" <<<"$out" || fail "run --init-only --mode=ipvs does not say why: $out"
+! loaded ip_vs || fail "ip_vs got loaded despite the block (by run --init-only)"
 
 step "3. unblocked: preflight loads what is missing"
 rm /etc/modprobe.d/kipvs-block.conf
