@@ -209,6 +209,11 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		return err
 	}
 	cfg.NoSchedulers = mode == modeIPTables
+	// Before anything waits on the API server: a refused sysctl should stop the start at once.
+	if err := applyKernelSettings(o, mode, log); err != nil {
+		return err
+	}
+	applyOOMScoreAdj(o.OOMScoreAdj, log)
 	client, reload, err := newSource(ctx, o, log)
 	if err != nil {
 		return err
@@ -222,10 +227,6 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		o.ipvsMode.Firewall.ClusterCIDRs = cidrs
 	}
 
-	if err := applyKernelSettings(o, mode, log); err != nil {
-		return err
-	}
-	applyOOMScoreAdj(o.OOMScoreAdj, log)
 	dp, err := newDataplane(o, mode, log)
 	if err != nil {
 		return err
