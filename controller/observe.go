@@ -142,10 +142,13 @@ func (c *Controller) noteResult(r dataplane.Result) {
 }
 
 // noteSync reports a finished sync (res is what the dataplane did): metrics, proxy health,
-// and the Service health servers. snapshot is when the sync took its set of changes:
+// and the Service health servers. worked is the time the sync spent working: its duration,
+// or for a repair cycle cut into steps the steps' time without the pauses between them
+// (kube-proxy's sync duration is one sync's work; a cycle's wall time at scale is mostly
+// changes applied between its steps). snapshot is when the sync took its set of changes:
 // changes queued later are still pending. triggers are the EndpointSlice changes the sync
 // took.
-func (c *Controller) noteSync(full bool, st Stats, res dataplane.Result, snapshot time.Time, triggers map[model.ServiceName][]trigger) {
+func (c *Controller) noteSync(full bool, st Stats, worked time.Duration, res dataplane.Result, snapshot time.Time, triggers map[model.ServiceName][]trigger) {
 	now := time.Now()
 	wholeFailed := full && res.Err != nil
 	c.mu.Lock()
@@ -163,7 +166,7 @@ func (c *Controller) noteSync(full bool, st Stats, res dataplane.Result, snapsho
 	}
 	if m := c.obs.Metrics; m != nil {
 		m.SyncDone(full, st.Duration, !wholeFailed, now)
-		m.KubeProxySyncDone(st.Duration, res.Err == nil, now)
+		m.KubeProxySyncDone(worked, res.Err == nil, now)
 		m.SetPendingChanges(pending)
 		m.SetDesiredState(metrics.DesiredState{VirtualServers: st.VirtualSrvrs, RealServers: c.state.reals, VIPs: len(c.state.bindRefs), IPSetEntries: c.setEntries})
 		m.SetNoLocalEndpoints(c.state.noLocal)

@@ -241,7 +241,7 @@ func (c *Controller) endCycle() {
 	if m := c.obs.Metrics; m != nil {
 		m.RepairCycleDone(wall, cy.cpu, cy.most, cy.kindMost)
 	}
-	c.noteSync(true, st, cy.res, cy.began, nil)
+	c.noteSync(true, st, cy.busy, cy.res, cy.began, nil)
 	if c.obs.ProxyHealth != nil && !failed {
 		c.obs.ProxyHealth.FullSyncTook(cy.most) // a change waits for one step, not the cycle
 	}

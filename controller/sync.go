@@ -61,7 +61,7 @@ func (c *Controller) sync(full bool) error {
 	st.TotalSyncs = c.stats.TotalSyncs + 1
 	c.stats = st
 	c.mu.Unlock()
-	c.noteSync(full, st, res, start, triggers)
+	c.noteSync(full, st, st.Duration, res, start, triggers)
 	c.logSync(st)
 	if firstRepair && c.obs.FirstRepair != nil {
 		c.obs.FirstRepair()
