@@ -171,6 +171,7 @@ func (g *guest) run(kubeconfig string) {
 
 	g.scenarioService()
 	g.scenarioScale()
+	g.scenarioMetrics()
 	g.scenarioScheduler()
 	g.scenarioInvalidScheduler()
 	g.scenarioAPIServerRestart()
