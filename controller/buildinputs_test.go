@@ -18,7 +18,7 @@ func TestRepairCycleRebuildsOnlyServicesWhoseObjectsChanged(t *testing.T) {
 	var before map[string]*model.ServiceState
 	dp := runOneCycle(t, 3, 0, io.Discard, func(ctl *Controller) {
 		c = ctl
-		store := c.src.factory.Discovery().V1().EndpointSlices().Informer().GetStore()
+		store := c.src.sliceInf.GetStore()
 		if err := store.Update(slice("s1", "s1-1", "10.244.1.2", "10.244.1.99")); err != nil { // no event
 			t.Fatal(err)
 		}

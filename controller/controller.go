@@ -1,5 +1,6 @@
 // Package controller is the proxy's control loop: it watches Services, EndpointSlices,
-// ServiceCIDRs and this proxy's Node (sources.go, servicecidrs.go), tracks which Services changed, computes their desired
+// ServiceCIDRs and this proxy's Node through ListerWatchers (an API server's or the
+// manifests source's: informers.go, sources.go, servicecidrs.go), tracks which Services changed, computes their desired
 // state with package proxy and resolves it across Services (state.go), and drives one
 // dataplane.Dataplane: incrementally for changes, with a full repair every sync period
 // (sync.go), at the times a pure schedule decides (schedule.go). Observers hear what it
@@ -110,27 +111,15 @@ type FullSyncPhases struct {
 	Build, Firewall, Addresses, IPVS time.Duration
 }
 
-// New wires a controller to a clientset (a real one, or the fake one the manifest source
-// fills) and to the dataplane of the proxy's mode. hostAddrs lists the node's addresses
-// on every interface but kube-ipvs0.
+// New wires a controller to a clientset (an API server's) and to the dataplane of the
+// proxy's mode. hostAddrs lists the node's addresses on every interface but kube-ipvs0.
 func New(cfg Config, client kubernetes.Interface, dp dataplane.Dataplane, hostAddrs func() ([]netip.Addr, error),
 	recorder record.EventRecorder, obs Observers, log *slog.Logger) (*Controller, error) {
-	c := &Controller{
-		cfg: cfg, dp: dp, hostAddrs: hostAddrs, recorder: recorder, log: log, obs: obs,
-		wake:  make(chan struct{}, 1),
-		dirty: map[model.ServiceName]bool{}, triggers: map[model.ServiceName][]trigger{}, pendingSvc: map[model.ServiceName]bool{},
-		sched:   newSchedule(cfg.MinSyncPeriod, cfg.SyncPeriod, cfg.MaxRetryBackoff),
-		retryVS: map[model.VSKey]bool{}, retryIP: map[netip.Addr]bool{},
-		problems: newProblemReporter(recorder, obs.Metrics, log), unavailable: map[string]bool{},
-		healthErr: map[model.ServiceName]string{}, state: newDesiredState(), built: map[model.ServiceName]buildInputs{},
-		checks: newBackendChecks(cfg.BackendChecks),
-	}
-	src, err := newSources(client, cfg.NodeName, cfg.ConfigSyncPeriod, c)
+	lws, err := ClientListerWatchers(client)
 	if err != nil {
 		return nil, err
 	}
-	c.src = src
-	return c, nil
+	return NewFromListerWatchers(cfg, lws, dp, hostAddrs, recorder, obs, log)
 }
 
 // SyncOnce waits for the informers, makes one full sync and reports whether it succeeded.

@@ -70,7 +70,7 @@ func TestCycleNamesTakesHeldThenListedOnce(t *testing.T) {
 func TestRepairCycleAddsAServiceOnlyTheInformersHave(t *testing.T) {
 	found := vsKey("10.96.1.9", 80)
 	dp := runOneCycle(t, 2, 0, io.Discard, func(c *Controller) {
-		store := c.src.factory.Core().V1().Services().Informer().GetStore()
+		store := c.src.svcInf.GetStore()
 		if err := store.Add(service("quiet", "10.96.1.9", nil)); err != nil { // no event
 			t.Fatal(err)
 		}

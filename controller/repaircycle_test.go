@@ -283,7 +283,7 @@ func (s *syncBuffer) line(msg string) string {
 func TestRepairCycleRemovesAServiceTheInformersLost(t *testing.T) {
 	lost := vsKey("10.96.1.2", 80)
 	dp := runOneCycle(t, 2, 0, io.Discard, func(c *Controller) {
-		store := c.src.factory.Core().V1().Services().Informer().GetStore()
+		store := c.src.svcInf.GetStore()
 		obj, ok, err := store.GetByKey("ns/s1")
 		if err != nil || !ok {
 			t.Fatalf("the informer's s1: %v %v", ok, err)

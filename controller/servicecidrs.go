@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs/kube-ipvs/metrics"
@@ -38,18 +38,19 @@ func servesServiceCIDRs(d discovery.DiscoveryInterface) (bool, error) {
 	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == serviceCIDRResource }), nil
 }
 
-// watchServiceCIDRs adds the ServiceCIDR informer when the API server serves them.
-func (s *sources) watchServiceCIDRs(client kubernetes.Interface, c *Controller) error {
-	serves, err := servesServiceCIDRs(client.Discovery())
-	if err != nil || !serves {
-		if err == nil {
-			c.log.Info("the API server has no ServiceCIDR objects (networking.k8s.io/v1); --service-cidr gives the Service CIDRs")
-		}
+// watchServiceCIDRs adds the ServiceCIDR informer when the source has ServiceCIDRs (lw).
+func (s *sources) watchServiceCIDRs(lw cache.ListerWatcher, resync time.Duration, c *Controller) error {
+	if lw == nil {
+		c.log.Info("the source has no ServiceCIDR objects (networking.k8s.io/v1); --service-cidr gives the Service CIDRs")
+		return nil
+	}
+	inf, err := newInformer(lw, &networkingv1.ServiceCIDR{}, resync, cache.Indexers{})
+	if err != nil {
 		return err
 	}
-	inf := s.factory.Networking().V1().ServiceCIDRs()
-	s.serviceCIDRs = inf.Lister()
-	s.cidrsSynced, err = informerHandler{inf.Informer(), c.onServiceCIDR}.register()
+	s.informers = append(s.informers, inf)
+	s.serviceCIDRs = networkinglisters.NewServiceCIDRLister(inf.GetIndexer())
+	s.cidrsSynced, err = informerHandler{inf, c.onServiceCIDR}.register()
 	return err
 }
 

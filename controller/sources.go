@@ -8,9 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
@@ -20,14 +18,15 @@ import (
 )
 
 // sources are the informers the controller reads: every Service, EndpointSlice and
-// ServiceCIDR (when the API server serves them), and this node's Node object alone.
+// ServiceCIDR (when the source has them), and this node's Node object alone.
 type sources struct {
-	factory      informers.SharedInformerFactory
-	nodeFactory  informers.SharedInformerFactory
+	informers    []cache.SharedIndexInformer // all of them, to start
+	svcInf       cache.SharedIndexInformer
+	sliceInf     cache.SharedIndexInformer
 	services     corelisters.ServiceLister
 	slices       cache.Indexer
 	nodes        corelisters.NodeLister
-	serviceCIDRs networkinglisters.ServiceCIDRLister // nil: the API has none
+	serviceCIDRs networkinglisters.ServiceCIDRLister // nil: the source has none
 	synced       []cache.InformerSynced
 	// cidrsSynced is kept apart from synced: the start never waits for it for long
 	// (waitServiceCIDRs).
@@ -42,32 +41,41 @@ type informerHandler struct {
 	fn  func(obj any)
 }
 
-// newSources sets the informers up over client and sends their events to c's handlers.
+// newInformer is an informer over lw, resynced every resync (--config-sync-period; 0:
+// never). Cached objects drop what the
+// proxy never reads (trimCached): on a real API server it is a large share of every object,
+// and tens of thousands of Services and EndpointSlices are held in memory.
+func newInformer(lw cache.ListerWatcher, example runtime.Object, resync time.Duration, indexers cache.Indexers) (cache.SharedIndexInformer, error) {
+	inf := cache.NewSharedIndexInformer(lw, example, resync, indexers)
+	return inf, inf.SetTransform(trimCached)
+}
+
+// newSources sets the informers up over lws and sends their events to c's handlers.
 // resync is the informers' resync period (--config-sync-period; 0: none).
-func newSources(client kubernetes.Interface, nodeName string, resync time.Duration, c *Controller) (sources, error) {
+func newSources(lws ListerWatchers, nodeName string, resync time.Duration, c *Controller) (sources, error) {
 	var s sources
-	// Cached objects drop what the proxy never reads (trimCached): on a real API server it is
-	// a large share of every object, and tens of thousands of Services and EndpointSlices
-	// are held in memory.
-	s.factory = informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(trimCached))
-	svcInf := s.factory.Core().V1().Services()
-	sliceInf := s.factory.Discovery().V1().EndpointSlices()
-	s.services = svcInf.Lister()
-	if err := sliceInf.Informer().AddIndexers(cache.Indexers{sliceByService: indexSliceByService}); err != nil {
+	var err error
+	if s.svcInf, err = newInformer(lws.Services, &corev1.Service{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}); err != nil {
 		return s, err
 	}
-	s.slices = sliceInf.Informer().GetIndexer()
+	s.services = corelisters.NewServiceLister(s.svcInf.GetIndexer())
+	if s.sliceInf, err = newInformer(lws.EndpointSlices, &discoveryv1.EndpointSlice{}, resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, sliceByService: indexSliceByService}); err != nil {
+		return s, err
+	}
+	s.slices = s.sliceInf.GetIndexer()
 	// Only this node's object: a node never needs the other thousands.
-	s.nodeFactory = informers.NewSharedInformerFactoryWithOptions(client, resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + nodeName }),
-		informers.WithTransform(trimCached))
-	nodeInf := s.nodeFactory.Core().V1().Nodes()
-	s.nodes = nodeInf.Lister()
+	nodeInf, err := newInformer(withFieldSelector(lws.Nodes, "metadata.name="+nodeName), &corev1.Node{}, resync, cache.Indexers{})
+	if err != nil {
+		return s, err
+	}
+	s.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
+	s.informers = []cache.SharedIndexInformer{s.svcInf, s.sliceInf, nodeInf}
 
 	handlers := []informerHandler{
-		{svcInf.Informer(), c.onService},
-		{sliceInf.Informer(), c.onSlice},
-		{nodeInf.Informer(), c.onNode},
+		{s.svcInf, c.onService},
+		{s.sliceInf, c.onSlice},
+		{nodeInf, c.onNode},
 	}
 	for _, h := range handlers {
 		synced, err := h.register()
@@ -76,7 +84,7 @@ func newSources(client kubernetes.Interface, nodeName string, resync time.Durati
 		}
 		s.synced = append(s.synced, synced...)
 	}
-	return s, s.watchServiceCIDRs(client, c)
+	return s, s.watchServiceCIDRs(lws.ServiceCIDRs, resync, c)
 }
 
 // register sends the informer's events to the handler. It returns what says that the
@@ -99,8 +107,9 @@ func (h informerHandler) register() ([]cache.InformerSynced, error) {
 
 // start runs the informers and waits for their caches.
 func (s *sources) start(ctx context.Context) error {
-	s.factory.Start(ctx.Done())
-	s.nodeFactory.Start(ctx.Done())
+	for _, inf := range s.informers {
+		go inf.RunWithContext(ctx)
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
 		return errors.New("informer caches did not sync")
 	}
