@@ -68,7 +68,8 @@ type selected struct {
 	sel string
 }
 
-func withFieldSelector(lw cache.ListerWatcher, sel string) cache.ListerWatcher {
+// WithFieldSelector is lw with sel as the field selector of every List and Watch.
+func WithFieldSelector(lw cache.ListerWatcher, sel string) cache.ListerWatcher {
 	return &selected{lw: cache.ToListerWatcherWithContext(lw), raw: lw, sel: sel}
 }
 

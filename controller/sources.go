@@ -65,7 +65,7 @@ func newSources(lws ListerWatchers, nodeName string, resync time.Duration, c *Co
 	}
 	s.slices = s.sliceInf.GetIndexer()
 	// Only this node's object: a node never needs the other thousands.
-	nodeInf, err := newInformer(withFieldSelector(lws.Nodes, "metadata.name="+nodeName), &corev1.Node{}, resync, cache.Indexers{})
+	nodeInf, err := newInformer(WithFieldSelector(lws.Nodes, "metadata.name="+nodeName), &corev1.Node{}, resync, cache.Indexers{})
 	if err != nil {
 		return s, err
 	}

@@ -1,7 +1,7 @@
 // Package manifests reads Service, EndpointSlice, ServiceCIDR and Node objects from YAML or
-// JSON files and
-// keeps a clientset (client-go's fake clientset, in practice) in step with them, so the proxy
-// runs on static manifests through exactly the same informer path as on a real cluster.
+// JSON files (load.go) and serves them to the proxy's informers from a store of its own
+// (store.go) through List and Watch (watcher.go), so the proxy runs on static manifests
+// through the same informers as on a real cluster.
 package manifests
 
 import (

@@ -1,14 +1,15 @@
 package manifests
 
 import (
-	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 const goodSvc = `apiVersion: v1
@@ -57,13 +58,12 @@ func keys(o Objects) []string {
 func TestSyncCreatesUpdatesAndDeletesOnlyWhatChanged(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "s.yaml", goodSvc+"---\napiVersion: v1\nkind: Service\nmetadata: {name: gone}\nspec: {clusterIP: 10.96.0.2, ports: [{port: 81}]}\n")
-	ctx := context.Background()
-	cs := fake.NewClientset()
+	src := NewSource()
 	first, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Sync(ctx, cs, nil, first); err != nil {
+	if _, err := src.Sync(first); err != nil {
 		t.Fatal(err)
 	}
 	write(t, dir, "s.yaml", strings.Replace(goodSvc, "port: 80", "port: 8080", 1))
@@ -71,27 +71,23 @@ func TestSyncCreatesUpdatesAndDeletesOnlyWhatChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs.ClearActions()
-	if err := Sync(ctx, cs, first, second); err != nil {
+	ch, err := src.Sync(second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var verbs []string
-	for _, a := range cs.Actions() {
-		verbs = append(verbs, a.GetVerb())
+	if fmt.Sprint(ch.Added, ch.Updated, ch.Deleted) != "[] [Service default/web] [Service default/gone]" {
+		t.Errorf("changes %+v, want web updated and gone deleted", ch)
 	}
-	if strings.Join(verbs, ",") != "create,update,delete" {
-		t.Errorf("actions %v, want create (exists) then update for web and delete for gone", verbs)
+	l, err := src.ListerWatcher("Service").List(metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	svc, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil || svc.Spec.Ports[0].Port != 8080 {
-		t.Errorf("web after sync: %v %v", svc, err)
+	items := l.(*corev1.ServiceList).Items
+	if len(items) != 1 || items[0].Name != "web" || items[0].Spec.Ports[0].Port != 8080 {
+		t.Errorf("Services after sync: %+v, want web alone on port 8080", items)
 	}
-	if _, err := cs.CoreV1().Services("default").Get(ctx, "gone", metav1.GetOptions{}); err == nil {
-		t.Error("gone still exists")
-	}
-	cs.ClearActions()
-	if err := Sync(ctx, cs, second, second); err != nil || len(cs.Actions()) != 0 {
-		t.Errorf("a no-op sync made %d calls (%v)", len(cs.Actions()), err)
+	if ch, err := src.Sync(second); err != nil || len(ch.Added)+len(ch.Updated)+len(ch.Deleted) != 0 {
+		t.Errorf("a no-op sync wrote %+v (%v)", ch, err)
 	}
 }
 
@@ -101,8 +97,8 @@ metadata: {name: extra}
 spec: {cidrs: [10.97.0.0/16, "fd00:97::/108"]}
 `
 
-// ServiceCIDR objects load (cluster-scoped, no namespace), reach the clientset, leave it
-// when their document goes, and discovery lists the resource, so the controller watches it.
+// ServiceCIDR objects load (cluster-scoped, no namespace), reach the source and leave it
+// when their document goes.
 func TestServiceCIDRsLoadAndSync(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "cidr.yaml", serviceCIDRDoc)
@@ -110,23 +106,22 @@ func TestServiceCIDRsLoadAndSync(t *testing.T) {
 	if err != nil || objs["ServiceCIDR extra"] == nil {
 		t.Fatalf("loaded %v, %v; want ServiceCIDR extra", keys(objs), err)
 	}
-	ctx := context.Background()
-	cs := NewClientset()
-	if err := Sync(ctx, cs, nil, objs); err != nil {
+	src := NewSource()
+	if _, err := src.Sync(objs); err != nil {
 		t.Fatal(err)
 	}
-	got, err := cs.NetworkingV1().ServiceCIDRs().Get(ctx, "extra", metav1.GetOptions{})
-	if err != nil || strings.Join(got.Spec.CIDRs, ",") != "10.97.0.0/16,fd00:97::/108" {
-		t.Fatalf("ServiceCIDR extra in the clientset: %v, %v", got, err)
-	}
-	if err := Sync(ctx, cs, objs, Objects{}); err != nil {
+	lw := src.ListerWatcher("ServiceCIDR")
+	l, err := lw.List(metav1.ListOptions{FieldSelector: "metadata.name=extra"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.NetworkingV1().ServiceCIDRs().Get(ctx, "extra", metav1.GetOptions{}); err == nil {
-		t.Error("a ServiceCIDR whose document went is still in the clientset")
+	if items := l.(*networkingv1.ServiceCIDRList).Items; len(items) != 1 || strings.Join(items[0].Spec.CIDRs, ",") != "10.97.0.0/16,fd00:97::/108" {
+		t.Fatalf("ServiceCIDRs in the source: %+v", items)
 	}
-	list, err := cs.Discovery().ServerResourcesForGroupVersion("networking.k8s.io/v1")
-	if err != nil || len(list.APIResources) != 1 || list.APIResources[0].Name != "servicecidrs" {
-		t.Errorf("discovery: %v, %v; want servicecidrs listed", list, err)
+	if _, err := src.Sync(Objects{}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := lw.List(metav1.ListOptions{}); len(l.(*networkingv1.ServiceCIDRList).Items) != 0 {
+		t.Error("a ServiceCIDR whose document went is still in the source")
 	}
 }

@@ -49,8 +49,8 @@ func (restResult) Increment(_ context.Context, code, method, host string) {
 // (rest_client_requests_total, rest_client_request_duration_seconds) and exports them on
 // m's registry. client-go takes its adapters once per process: the first call installs
 // them, and every Metrics that calls it exports the same process-wide series. Call it
-// before the first request to count them all. A client that is not a real API client (the
-// fake clientset of --manifests) makes no requests, so the series stay absent.
+// before the first request to count them all. The --manifests source is no API client and
+// makes no requests, so the series stay absent.
 func (m *Metrics) EnableRESTClientMetrics() error {
 	restOnce.Do(func() {
 		clientmetrics.Register(clientmetrics.RegisterOpts{

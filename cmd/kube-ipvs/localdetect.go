@@ -9,10 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-ipvs/kube-ipvs/controller"
 )
 
 // podCIDRsOf reads a Node's pod CIDRs as kube-proxy's NodeCIDR mode does: the first of each
@@ -43,10 +42,8 @@ func podCIDRsOf(node *corev1.Node) []netip.Prefix {
 // pod CIDRs and returns them, the local CIDRs of the firewall rules; as kube-proxy does, it
 // then stops the proxy through fatal when they change, for its restart to read the new
 // ones (the rules are rendered from the configuration once).
-func watchPodCIDRs(ctx context.Context, client kubernetes.Interface, nodeName string, fatal context.CancelCauseFunc, log *slog.Logger) ([]netip.Prefix, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + nodeName }))
-	inf := factory.Core().V1().Nodes()
+func watchPodCIDRs(ctx context.Context, nodes cache.ListerWatcher, nodeName string, fatal context.CancelCauseFunc, log *slog.Logger) ([]netip.Prefix, error) {
+	inf := cache.NewSharedIndexInformer(controller.WithFieldSelector(nodes, "metadata.name="+nodeName), &corev1.Node{}, 0, cache.Indexers{})
 	current := make(chan []netip.Prefix, 1)
 	var first []netip.Prefix
 	seen := func(obj any) {
@@ -67,13 +64,13 @@ func watchPodCIDRs(ctx context.Context, client kubernetes.Interface, nodeName st
 			fatal(fmt.Errorf("--detect-local-mode=NodeCIDR: Node %s's pod CIDRs changed from %v to %v; exiting so that the restart uses them, as kube-proxy does", nodeName, first, cidrs))
 		}
 	}
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    seen,
 		UpdateFunc: func(_, obj any) { seen(obj) },
 	}); err != nil {
 		return nil, err
 	}
-	factory.Start(ctx.Done())
+	go inf.RunWithContext(ctx)
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
 	for {

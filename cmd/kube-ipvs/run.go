@@ -211,13 +211,13 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		return err
 	}
 	applyOOMScoreAdj(o.OOMScoreAdj, log)
-	client, reload, err := newSource(ctx, o, log)
+	src, err := newSource(ctx, o, log)
 	if err != nil {
 		return err
 	}
 
 	if o.localFromNode {
-		cidrs, err := watchPodCIDRs(ctx, client, cfg.NodeName, fatal, log)
+		cidrs, err := watchPodCIDRs(ctx, src.lws.Nodes, cfg.NodeName, fatal, log)
 		if err != nil {
 			return err
 		}
@@ -230,7 +230,9 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	if src.client != nil {
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: src.client.CoreV1().Events("")})
+	}
 	broadcaster.StartEventWatcher(func(e *corev1.Event) {
 		log.Info("event", "type", e.Type, "reason", e.Reason, "object",
 			e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name, "message", e.Message)
@@ -262,7 +264,7 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	if o.CleanupKubeProxy && !o.Once { // Validate refuses both; --once has no metrics
 		obs.FirstRepair = startKubeProxyCleanup(ctx, cfg.NodeName, recorder, obs.Metrics, log)
 	}
-	ctl, err := controller.New(cfg, client, dp, hostAddrs, recorder, obs, log)
+	ctl, err := controller.NewFromListerWatchers(cfg, src.lws, dp, hostAddrs, recorder, obs, log)
 	if err != nil {
 		return err
 	}
@@ -281,8 +283,8 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	serveHTTP(ctx, "metrics", o.MetricsAddress, obs.Metrics.Serve, hardFail, log)
 	serveState(ctx, o, cfg.NodeName, mode, cfg.NodePortAddresses, ctl, dp, log)
 	serveHTTP(ctx, "health", o.HealthzAddress, obs.ProxyHealth.Serve, hardFail, log)
-	if reload != nil {
-		go reloadOnHUP(ctx, reload, log)
+	if src.reload != nil {
+		go reloadOnHUP(ctx, src.reload, log)
 	}
 	handover, _ := dp.(*ipvsmode.Dataplane)
 	if o.HandoverFile == "" {
