@@ -45,8 +45,9 @@
 // KIPVS-SERVICES, which ends with its jump to KIPVS-NODEPORTS) and deleted (-D) one by one:
 // nat KIPVS-SERVICES (ClusterIPs, externalIPs, LB IPs) and KIPVS-NODEPORTS (node IP and
 // nodePort), filter KIPVS-SERVICES (REJECT for ports without endpoints: tcp-reset for TCP,
-// icmp(6)-port-unreachable otherwise; DROP for external traffic of Local ports without
-// local endpoints), filter KIPVS-FIREWALL (source ranges) and filter KIPVS-NODEPORTS
+// icmp(6)-port-unreachable otherwise; DROP, as kube-proxy, for traffic of a Local policy
+// whose port has endpoints on other nodes only: externalTrafficPolicy for external
+// addresses, internalTrafficPolicy for the ClusterIP), filter KIPVS-FIREWALL (source ranges) and filter KIPVS-NODEPORTS
 // (health-check node ports accepted). Fixed chains: nat KIPVS-MARK-MASQ (mark 0x4000),
 // KIPVS-POSTROUTING (masquerade marked packets), filter KIPVS-INPUT, KIPVS-FORWARD and
 // KIPVS-OUTPUT (entry points), filter KIPVS-SERVICE-CIDRS (one REJECT per Service CIDR,

@@ -202,9 +202,14 @@ func (pr *portRenderer) dispatchRules(fw bool) {
 	proto := protoName(pr.pk.proto)
 	if pr.clusterVS != nil {
 		k := pr.clusterVS.Key
-		if len(internal) > 0 {
+		switch {
+		case len(internal) > 0:
 			pr.dispatch(tableNAT, ChainServices, "-d "+hostPrefix(k.Addr.Unmap()), portMatch(k.Proto, k.Port), comment(pr.label+" cluster IP"), "-j "+pr.svcChain)
-		} else {
+		case pr.clusterVS.NoLocalEndpoints:
+			// internalTrafficPolicy Local with endpoints on other nodes only: dropped, as
+			// kube-proxy's iptables mode does, not refused as a port without endpoints.
+			pr.dispatch(tableFilter, ChainServices, "-d "+hostPrefix(k.Addr.Unmap()), portMatch(k.Proto, k.Port), comment(pr.label+" has no local endpoints"), "-j DROP")
+		default:
 			pr.dispatch(tableFilter, ChainServices, "-d "+hostPrefix(k.Addr.Unmap()), portMatch(k.Proto, k.Port), comment(pr.label+" has no endpoints"),
 				"-j REJECT --reject-with "+rejectWith(pr.f, k.Proto))
 		}
@@ -221,7 +226,7 @@ func (pr *portRenderer) dispatchRules(fw bool) {
 		}
 		switch {
 		case pr.extBalancer != "":
-		case pr.local && len(internal) > 0:
+		case pr.local && (len(internal) > 0 || kv.NoLocalEndpoints):
 			pr.dispatch(tableFilter, ChainServices, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kindLabel(kv.Kind)+" has no local endpoints"), "-j DROP")
 		default:
 			pr.dispatch(tableFilter, ChainServices, dst, portMatch(k.Proto, k.Port), comment(pr.label+" "+kindLabel(kv.Kind)+" has no endpoints"),

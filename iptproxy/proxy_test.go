@@ -131,6 +131,9 @@ func TestGoldenServiceKinds(t *testing.T) {
 			[]ep{{"10.244.2.12", remote}}},
 		{"nodeport-internal-local", svcOpts{clusterIPs: []string{"10.96.0.10"}, typ: corev1.ServiceTypeNodePort, port: 80, nodePort: 30080, itpLocal: true},
 			[]ep{{"10.244.1.11", local}, {"10.244.2.12", remote}}},
+		// kube-proxy drops, and says which case it is: endpoints exist, none here.
+		{"clusterip-internal-local-without-local-endpoints", svcOpts{clusterIPs: []string{"10.96.0.10"}, port: 80, itpLocal: true},
+			[]ep{{"10.244.2.12", remote}}},
 		{"sctp", svcOpts{clusterIPs: []string{"10.96.0.10"}, proto: corev1.ProtocolSCTP, port: 9999, targetPort: 9999},
 			[]ep{{"10.244.2.12", remote}}},
 		{"dual-stack-nodeport", svcOpts{clusterIPs: []string{"10.96.0.10", "fd00:96::10"}, typ: corev1.ServiceTypeNodePort, port: 80, nodePort: 30080},

@@ -27,8 +27,8 @@ const (
 	// ClusterIP, externalIP and load-balancer IP and port, then a jump to KIPVS-NODEPORTS
 	// for the node's own addresses. filter KIPVS-SERVICES (from KIPVS-INPUT,
 	// KIPVS-FORWARD and KIPVS-OUTPUT, new connections only) rejects connections to
-	// Service ports without endpoints and drops external traffic of
-	// externalTrafficPolicy=Local ports without local endpoints.
+	// Service ports without endpoints and drops the traffic of a Local traffic policy
+	// (external or internal) whose port has endpoints on other nodes only.
 	ChainServices = "KIPVS-SERVICES"
 	// nat KIPVS-NODEPORTS holds one dispatch rule per node IP and nodePort; filter
 	// KIPVS-NODEPORTS accepts health-check node ports.

@@ -144,6 +144,11 @@ type VirtualServer struct {
 	// sends it to the firewall-mark virtual server of that mark; 0 on all others. Not part
 	// of the kernel state of this virtual server.
 	InClusterMark uint32
+	// NoLocalEndpoints: the virtual server's traffic policy is Local and the port has usable
+	// endpoints, none of them on this node (Reals is then empty). The iptables fallback drops
+	// such traffic, as kube-proxy does, instead of refusing it as a port without endpoints.
+	// Not part of the kernel state.
+	NoLocalEndpoints bool
 }
 
 // ServiceState is the desired kernel state of one Service: its virtual servers, the

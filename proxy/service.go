@@ -262,6 +262,7 @@ func (pb *portBuilder) add(addrs []netip.Addr, port uint16, kind model.VSKind, l
 			}
 		}
 		vs := &model.VirtualServer{Key: key, Spec: checkedSpec(pb.spec, reals), Kind: kind, Reals: reals, PortName: pb.sp.Name}
+		vs.NoLocalEndpoints = local && len(reals) == 0 && len(pb.realsFor(a.Is6(), false)) > 0
 		pb.st.VSes[key] = vs
 		if local && kind != model.KindClusterIP {
 			pb.external = append(pb.external, vs)
