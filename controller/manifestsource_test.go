@@ -99,15 +99,24 @@ func TestManifestSourceReachesTheDesiredState(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitServices(n + 1)
-	if err := c.sync(true); err != nil {
-		t.Fatal(err)
-	}
-	if len(dp.vs) != n+1 {
-		t.Fatalf("%d virtual servers after the reload, want %d", len(dp.vs), n+1)
-	}
-	for i := range n {
-		if vs := dp.vs[vsKey(fmt.Sprintf("10.96.%d.%d", 1+i/250, 1+i%250), 80)]; vs == nil || len(vs.Reals) != 1 {
-			t.Fatalf("Service s%d's virtual server: %v", i, vs)
+	// The EndpointSlices come through informers of their own, which may still be delivering
+	// when the Services are all in: sync until every Service has its endpoint.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err := c.sync(true); err != nil {
+			t.Fatal(err)
+		}
+		missing := ""
+		for i := range n {
+			if vs := dp.vs[vsKey(fmt.Sprintf("10.96.%d.%d", 1+i/250, 1+i%250), 80)]; vs == nil || len(vs.Reals) != 1 {
+				missing = fmt.Sprintf("Service s%d's virtual server: %v", i, vs)
+				break
+			}
+		}
+		if missing == "" && len(dp.vs) == n+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d virtual servers after the reload, want %d; %s", len(dp.vs), n+1, missing)
 		}
 	}
 	if _, err := src.Sync(manifestObjects(0)); err != nil {
