@@ -23,6 +23,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/backendcheck"
 	"github.com/kube-ipvs/kube-ipvs/config"
 	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/dataplane/ipvsmode"
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/healthcheck"
@@ -30,6 +31,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/metrics"
 	"github.com/kube-ipvs/kube-ipvs/modules"
+	"github.com/kube-ipvs/kube-ipvs/preflight"
 	"github.com/kube-ipvs/kube-ipvs/sysctl"
 )
 
@@ -201,66 +203,42 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	}
 	defer unlock()
 
-	mode, blocking, err := chooseMode(ctx, o, stderr, log)
+	mode, blocking, err := prepareNode(ctx, o, stderr, log)
 	if err != nil {
 		return err
 	}
 	cfg.NoSchedulers = mode == modeIPTables
-	// Before anything waits on the API server: a refused sysctl should stop the start at once.
-	if err := applyKernelSettings(o, mode, log); err != nil {
+	// Before the source: its discovery request and the informers' lists and watches are
+	// the process's first API requests, and rest_client_* counts them all.
+	obs, err := newObservers(o, &cfg, mode)
+	if err != nil {
 		return err
 	}
-	applyOOMScoreAdj(o.OOMScoreAdj, log)
+	if obs.ServiceHealth != nil {
+		defer obs.ServiceHealth.Close()
+	}
 	src, err := newSource(ctx, o, log)
 	if err != nil {
 		return err
 	}
 
-	if o.localFromNode {
-		cidrs, err := watchPodCIDRs(ctx, src.lws.Nodes, cfg.NodeName, fatal, log)
-		if err != nil {
+	if o.localFromNode { // detectLocalMode NodeCIDR: the Node's podCIDRs are the local ones
+		if o.ipvsMode.Firewall.ClusterCIDRs, err = watchPodCIDRs(ctx, src.lws.Nodes, cfg.NodeName, fatal, log); err != nil {
 			return err
 		}
-		o.ipvsMode.Firewall.ClusterCIDRs = cidrs
 	}
-
 	dp, err := newDataplane(o, mode, log)
 	if err != nil {
 		return err
 	}
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	if src.client != nil {
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: src.client.CoreV1().Events("")})
-	}
-	broadcaster.StartEventWatcher(func(e *corev1.Event) {
-		log.Info("event", "type", e.Type, "reason", e.Reason, "object",
-			e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name, "message", e.Message)
-	})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs", Host: cfg.NodeName})
+	recorder, stopEvents := newRecorder(ctx, src, cfg.NodeName, log)
+	defer stopEvents()
 	if blocking != nil {
 		nodeFallbackEvent(recorder, cfg.NodeName, blocking)
 	}
 
 	hostAddrs := func() ([]netip.Addr, error) { return dummyif.NodeAddresses(o.DummyInterface) }
-	obs := controller.Observers{}
-	if !o.Once {
-		obs.Metrics = metrics.New()
-		obs.Metrics.SetProxyMode(mode)
-		// Before the informers start: their lists and watches are the first requests.
-		if err := obs.Metrics.EnableRESTClientMetrics(); err != nil {
-			return err
-		}
-		obs.ProxyHealth = healthcheck.NewProxyHealth(cfg.SyncPeriod)
-		obs.ProxyHealth.OnServed(obs.Metrics.ProxyHealthServed)
-		obs.ServiceHealth = healthcheck.NewServiceHealth(obs.ProxyHealth.Live)
-		defer obs.ServiceHealth.Close()
-		if mode == modeIPVS {
-			// Checks run from this process, so from the node's network namespace.
-			cfg.BackendChecks = backendcheck.New(backendcheck.Options{Observer: obs.Metrics})
-		}
-	}
 	if o.CleanupKubeProxy && !o.Once { // Validate refuses both; --once has no metrics
 		obs.FirstRepair = startKubeProxyCleanup(ctx, cfg.NodeName, recorder, obs.Metrics, log)
 	}
@@ -271,6 +249,44 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	if o.Once {
 		return ctl.SyncOnce(ctx)
 	}
+	if err := startServers(ctx, o, cfg, mode, obs, ctl, dp, src, fatal, log); err != nil {
+		return err
+	}
+	handover := handoverOf(dp, o.HandoverFile)
+	if handover != nil {
+		takeHandover(handover, o.HandoverFile, log)
+	}
+	log.Info("kube-ipvs started", "mode", mode, "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
+		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.Manifests)
+	err = ctl.Run(ctx)
+	if cause := context.Cause(ctx); cause != nil && sigCtx.Err() == nil {
+		return cause // a fatal background error, not a signal
+	}
+	if handover != nil && ctx.Err() != nil { // a clean stop: the loop wrote its last
+		leaveHandover(handover, o.HandoverFile, log)
+	}
+	return err
+}
+
+// prepareNode chooses the mode (IPVS, or the iptables fallback and the reason IPVS cannot
+// work), then sets the kernel settings and the OOM score. It runs before anything waits on
+// the API server, so that a refused sysctl stops the start at once.
+func prepareNode(ctx context.Context, o runOptions, stderr io.Writer, log *slog.Logger) (string, []preflight.Row, error) {
+	mode, blocking, err := chooseMode(ctx, o, stderr, log)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := applyKernelSettings(o, mode, log); err != nil {
+		return "", nil, err
+	}
+	applyOOMScoreAdj(o.OOMScoreAdj, log)
+	return mode, blocking, nil
+}
+
+// startServers starts what serves the running proxy: the per-Service IPVS counters, the
+// metrics, state and health endpoints, and the manifests' reload on SIGHUP.
+func startServers(ctx context.Context, o runOptions, cfg controller.Config, mode string, obs controller.Observers,
+	ctl *controller.Controller, dp dataplane.Dataplane, src source, fatal context.CancelCauseFunc, log *slog.Logger) error {
 	if mode == modeIPVS {
 		if err := obs.Metrics.EnableServiceStats(ipvsStats, ctl.LookupVS, metrics.StatsLimits{}); err != nil {
 			return err
@@ -286,23 +302,52 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 	if src.reload != nil {
 		go reloadOnHUP(ctx, src.reload, log)
 	}
+	return nil
+}
+
+// handoverOf is dp when it takes and leaves a handover file (the IPVS mode, with a path).
+func handoverOf(dp dataplane.Dataplane, path string) *ipvsmode.Dataplane {
 	handover, _ := dp.(*ipvsmode.Dataplane)
-	if o.HandoverFile == "" {
-		handover = nil
+	if path == "" {
+		return nil
 	}
-	if handover != nil {
-		takeHandover(handover, o.HandoverFile, log)
+	return handover
+}
+
+// newObservers builds the metrics and health observers of a long-running proxy (--once has
+// none), and the IPVS mode's backend checker, which reports to the metrics.
+func newObservers(o runOptions, cfg *controller.Config, mode string) (controller.Observers, error) {
+	obs := controller.Observers{}
+	if o.Once {
+		return obs, nil
 	}
-	log.Info("kube-ipvs started", "mode", mode, "node", cfg.NodeName, "scheduler", cfg.DefaultScheduler,
-		"sync_period", cfg.SyncPeriod, "min_sync_period", cfg.MinSyncPeriod, "manifests", o.Manifests)
-	err = ctl.Run(ctx)
-	if cause := context.Cause(ctx); cause != nil && sigCtx.Err() == nil {
-		return cause // a fatal background error, not a signal
+	obs.Metrics = metrics.New()
+	obs.Metrics.SetProxyMode(mode)
+	if err := obs.Metrics.EnableRESTClientMetrics(); err != nil {
+		return obs, err
 	}
-	if handover != nil && ctx.Err() != nil { // a clean stop: the loop wrote its last
-		leaveHandover(handover, o.HandoverFile, log)
+	obs.ProxyHealth = healthcheck.NewProxyHealth(cfg.SyncPeriod)
+	obs.ProxyHealth.OnServed(obs.Metrics.ProxyHealthServed)
+	obs.ServiceHealth = healthcheck.NewServiceHealth(obs.ProxyHealth.Live)
+	if mode == modeIPVS {
+		// Checks run from this process, so from the node's network namespace.
+		cfg.BackendChecks = backendcheck.New(backendcheck.Options{Observer: obs.Metrics})
 	}
-	return err
+	return obs, nil
+}
+
+// newRecorder returns the Event recorder: Events go to the API server when there is one,
+// and to the log always. stop flushes and ends the broadcaster.
+func newRecorder(ctx context.Context, src source, node string, log *slog.Logger) (record.EventRecorder, func()) {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	if src.client != nil {
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: src.client.CoreV1().Events("")})
+	}
+	broadcaster.StartEventWatcher(func(e *corev1.Event) {
+		log.Info("event", "type", e.Type, "reason", e.Reason, "object",
+			e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name, "message", e.Message)
+	})
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs", Host: node}), broadcaster.Shutdown
 }
 
 // takeHandover gives the dataplane a predecessor's handover (see ipvsmode.LoadHandover).
