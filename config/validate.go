@@ -55,114 +55,162 @@ const DebugVerbosity = 4
 // each field, only to name the field in its errors.
 func (o *Options) Validate() (Parsed, error) {
 	var p Parsed
+	for _, parse := range []func(*Parsed) error{
+		o.parseLogging, o.parseProcess, o.parseSync, o.parseAddresses, o.parseLocalDetection, o.parseNode, o.parseKernel,
+	} {
+		if err := parse(&p); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// parseLogging reads the log level, verbosity and format.
+func (o *Options) parseLogging(p *Parsed) error {
 	var err error
 	if p.LogLevel, err = parseLevel(o.LogLevel); err != nil {
-		return p, fmt.Errorf("--log-level=%q: %v", o.LogLevel, err)
+		return fmt.Errorf("--log-level=%q: %v", o.LogLevel, err)
 	}
 	if err := checkVerbosity(o.Verbosity); err != nil {
-		return p, fmt.Errorf("-v=%d: %v", o.Verbosity, err)
+		return fmt.Errorf("-v=%d: %v", o.Verbosity, err)
 	}
 	if o.Verbosity >= DebugVerbosity {
 		p.LogLevel = min(p.LogLevel, slog.LevelDebug)
 	}
 	if err := checkLogFormat(o.LoggingFormat); err != nil {
-		return p, fmt.Errorf("--logging-format=%q: %v", o.LoggingFormat, err)
+		return fmt.Errorf("--logging-format=%q: %v", o.LoggingFormat, err)
 	}
+	return nil
+}
+
+// parseProcess reads what the process sets once at start (OOM score, conntrack limits) and
+// how it runs (--init-only, --once).
+func (o *Options) parseProcess(p *Parsed) error {
+	var err error
 	if err := checkOOMScoreAdj(o.OOMScoreAdj); err != nil {
-		return p, fmt.Errorf("--oom-score-adj=%d: %v", o.OOMScoreAdj, err)
+		return fmt.Errorf("--oom-score-adj=%d: %v", o.OOMScoreAdj, err)
 	}
 	if p.Conntrack, err = o.Conntrack.parse(); err != nil {
-		return p, err
+		return err
 	}
 	if o.InitOnly && o.Once {
-		return p, errors.New("--init-only and --once: pick one (--init-only programs no Service)")
+		return errors.New("--init-only and --once: pick one (--init-only programs no Service)")
 	}
+	if o.CleanupKubeProxy && o.Once {
+		// --once exits after its sync; the cleanup would have no time to retry.
+		return fmt.Errorf("--%s needs a running proxy, not --once: after a --once sync, run `kube-ipvs cleanup --kube-proxy`", FlagCleanupKubeProxy)
+	}
+	return nil
+}
+
+// parseSync checks the default scheduler and the sync and repair timing.
+func (o *Options) parseSync(*Parsed) error {
 	if err := CheckScheduler(o.Scheduler); err != nil {
-		return p, fmt.Errorf("--scheduler=%q: %v", o.Scheduler, err)
+		return fmt.Errorf("--scheduler=%q: %v", o.Scheduler, err)
 	}
 	if err := checkPositive(o.SyncPeriod); err != nil {
-		return p, fmt.Errorf("--sync-period=%s: %v", o.SyncPeriod, err)
+		return fmt.Errorf("--sync-period=%s: %v", o.SyncPeriod, err)
 	}
 	if o.MinSyncPeriod < 0 || o.MinSyncPeriod > o.SyncPeriod {
-		return p, fmt.Errorf("--min-sync-period=%s: must be between 0 and --sync-period", o.MinSyncPeriod)
+		return fmt.Errorf("--min-sync-period=%s: must be between 0 and --sync-period", o.MinSyncPeriod)
 	}
 	if o.RepairStep < 0 {
-		return p, fmt.Errorf("--repair-step=%d: must be 0 or more", o.RepairStep)
+		return fmt.Errorf("--repair-step=%d: must be 0 or more", o.RepairStep)
 	}
+	if o.ConfigSyncPeriod < 0 {
+		return fmt.Errorf("--config-sync-period=%s: must be 0 or more", o.ConfigSyncPeriod)
+	}
+	return nil
+}
+
+// parseAddresses reads the node-port addresses and the excluded, cluster and Service CIDRs.
+func (o *Options) parseAddresses(p *Parsed) error {
+	var err error
 	flagName := func(name string) func(int) string { return func(int) string { return "--" + name } }
 	if p.NodePortPrimary, p.NodePortAddresses, err = nodePortAddresses(o.NodePortAddresses, flagName("nodeport-addresses")); err != nil {
-		return p, err
+		return err
 	}
 	if p.ExcludeCIDRs, err = cidrs(o.ExcludeCIDRs, flagName(FlagExcludeCIDRs)); err != nil {
-		return p, err
+		return err
 	}
 	if p.ClusterCIDRs, err = cidrs(o.ClusterCIDRs, flagName(FlagClusterCIDR)); err != nil {
-		return p, err
+		return err
 	}
 	if p.ServiceCIDRs, err = serviceCIDRs(o.ServiceCIDRs, flagName(FlagServiceCIDR)); err != nil {
-		return p, err
+		return err
 	}
 	for _, s := range p.ServiceCIDRs {
 		for _, c := range p.ClusterCIDRs {
 			if s.Overlaps(c) {
-				return p, fmt.Errorf("--%s=%s overlaps --%s=%s: connections to pods there would be refused", FlagServiceCIDR, s, FlagClusterCIDR, c)
+				return fmt.Errorf("--%s=%s overlaps --%s=%s: connections to pods there would be refused", FlagServiceCIDR, s, FlagClusterCIDR, c)
 			}
 		}
 	}
+	return nil
+}
+
+// parseLocalDetection reads --detect-local-mode and the interface it may need.
+func (o *Options) parseLocalDetection(p *Parsed) error {
 	mode, err := detectLocalMode(o.DetectLocalMode)
 	if err != nil {
-		return p, fmt.Errorf("--detect-local-mode=%q: %v", o.DetectLocalMode, err)
+		return fmt.Errorf("--detect-local-mode=%q: %v", o.DetectLocalMode, err)
 	}
 	switch mode {
 	case LocalModeNodeCIDR:
 		p.LocalFromNode = true
 	case LocalModeBridgeInterface:
 		if _, err := parseInterfaceName("--pod-bridge-interface", o.PodBridgeInterface); err != nil {
-			return p, fmt.Errorf("--detect-local-mode=%s needs --pod-bridge-interface (detectLocal.bridgeInterface), a Linux interface name: %q", mode, o.PodBridgeInterface)
+			return fmt.Errorf("--detect-local-mode=%s needs --pod-bridge-interface (detectLocal.bridgeInterface), a Linux interface name: %q", mode, o.PodBridgeInterface)
 		}
 		p.LocalInterface = o.PodBridgeInterface
 	case LocalModeInterfaceNamePrefix:
 		if err := checkInterfacePrefix(o.PodInterfaceNamePrefix); err != nil {
-			return p, fmt.Errorf("--detect-local-mode=%s needs --pod-interface-name-prefix (detectLocal.interfaceNamePrefix): %q %v", mode, o.PodInterfaceNamePrefix, err)
+			return fmt.Errorf("--detect-local-mode=%s needs --pod-interface-name-prefix (detectLocal.interfaceNamePrefix): %q %v", mode, o.PodInterfaceNamePrefix, err)
 		}
 		p.LocalInterface = o.PodInterfaceNamePrefix + "+"
 	}
-	if p.MasqueradeMark, err = masqueradeMark(o.MasqueradeBit); err != nil {
-		return p, fmt.Errorf("--iptables-masquerade-bit=%d: %v", o.MasqueradeBit, err)
-	}
+	return nil
+}
+
+// parseNode reads the node's primary IP override and the API client's rate limits.
+func (o *Options) parseNode(p *Parsed) error {
+	var err error
 	if p.PrimaryNodeIP, err = primaryNodeIP(o.BindAddress); err != nil {
-		return p, fmt.Errorf("--bind-address=%q: %v", o.BindAddress, err)
+		return fmt.Errorf("--bind-address=%q: %v", o.BindAddress, err)
 	}
 	if o.KubeAPIQPS < 0 || o.KubeAPIBurst < 0 {
-		return p, fmt.Errorf("--kube-api-qps=%v --kube-api-burst=%d: must be 0 or more", o.KubeAPIQPS, o.KubeAPIBurst)
+		return fmt.Errorf("--kube-api-qps=%v --kube-api-burst=%d: must be 0 or more", o.KubeAPIQPS, o.KubeAPIBurst)
 	}
-	if o.ConfigSyncPeriod < 0 {
-		return p, fmt.Errorf("--config-sync-period=%s: must be 0 or more", o.ConfigSyncPeriod)
-	}
+	return nil
+}
+
+// parseKernel reads what shapes the kernel state: the mode, the iptables backend and mark,
+// the node-port range, the VIP binding and the IPVS rate estimation.
+func (o *Options) parseKernel(p *Parsed) error {
+	var err error
 	switch o.Mode {
 	case ModeAuto, ModeIPVS, ModeIPTables:
 	default:
-		return p, fmt.Errorf("--mode=%q: use auto, ipvs or iptables", o.Mode)
+		return fmt.Errorf("--mode=%q: use auto, ipvs or iptables", o.Mode)
 	}
 	switch o.IPTablesBackend {
 	case "", "legacy", "nft":
 	default:
-		return p, fmt.Errorf("--iptables-backend=%q: use legacy or nft, or leave it empty to detect", o.IPTablesBackend)
+		return fmt.Errorf("--iptables-backend=%q: use legacy or nft, or leave it empty to detect", o.IPTablesBackend)
+	}
+	if p.MasqueradeMark, err = masqueradeMark(o.MasqueradeBit); err != nil {
+		return fmt.Errorf("--iptables-masquerade-bit=%d: %v", o.MasqueradeBit, err)
 	}
 	if p.NodePortMin, p.NodePortMax, err = portRange(o.NodePortRange); err != nil {
-		return p, fmt.Errorf("--service-node-port-range=%q: %v", o.NodePortRange, err)
+		return fmt.Errorf("--service-node-port-range=%q: %v", o.NodePortRange, err)
 	}
 	if p.VIPBinding, err = dummyif.ParseBinding(o.VIPBinding); err != nil {
-		return p, fmt.Errorf("--vip-binding=%q: %v", o.VIPBinding, err)
+		return fmt.Errorf("--vip-binding=%q: %v", o.VIPBinding, err)
 	}
 	if p.RateEstimation, err = sysctl.ParseRateEstimation(o.RateEstimation); err != nil {
-		return p, fmt.Errorf("--ipvs-rate-estimation=%q: %v", o.RateEstimation, err)
+		return fmt.Errorf("--ipvs-rate-estimation=%q: %v", o.RateEstimation, err)
 	}
-	if o.CleanupKubeProxy && o.Once {
-		// --once exits after its sync; the cleanup would have no time to retry.
-		return p, fmt.Errorf("--%s needs a running proxy, not --once: after a --once sync, run `kube-ipvs cleanup --kube-proxy`", FlagCleanupKubeProxy)
-	}
-	return p, nil
+	return nil
 }
 
 // The rules below are each written once: Validate applies them to the options, the file
