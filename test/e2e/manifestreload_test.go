@@ -59,7 +59,9 @@ func TestManifestReloadOfThousandsOnBusyCPUs(t *testing.T) {
 	start := time.Now()
 	p.reload()
 	alive := func() bool { return p.cmd.Process.Signal(syscall.Signal(0)) == nil && p.cmd.ProcessState == nil }
-	eventually(t, 45*time.Second, fmt.Sprintf("%d virtual servers", n+1), func() bool {
+	// The bounds are for a proxy that hangs: parsing 4,000 documents on CPUs shared with
+	// spinners, in an emulated guest on a shared host, took from 12 s to over 45 s.
+	eventually(t, 240*time.Second, fmt.Sprintf("%d virtual servers", n+1), func() bool {
 		if !alive() {
 			t.Fatalf("the proxy died during the reload:\n%s", p.Log())
 		}
@@ -72,7 +74,7 @@ func TestManifestReloadOfThousandsOnBusyCPUs(t *testing.T) {
 	}
 	start = time.Now()
 	p.reload()
-	eventually(t, 30*time.Second, "IPVS as before the reloads", func() bool { return ipvsadm(t) == before })
+	eventually(t, 120*time.Second, "IPVS as before the reloads", func() bool { return ipvsadm(t) == before })
 	t.Logf("removed %s after the reload", time.Since(start).Round(time.Millisecond))
 	if !alive() || strings.Contains(p.Log(), "panic") {
 		t.Fatalf("the proxy did not survive the reloads:\n%s", p.Log())
