@@ -25,9 +25,11 @@ build: ## build bin/kube-ipvs (static)
 # endpoints, address conflicts, drain timing and restart; the list/explain formatting, the
 # health checker's fail-open and HTTP verdicts, the repair cycle's log, and the scheduler
 # measurements of docs/schedulers.md other than sh/mh churn, whose weight-0 and rr/lc/wrr
-# kernel side the remaining tests exercise). `make kernel-matrix` alone runs everything.
+# kernel side the remaining tests exercise; the detectLocalMode, nodePortAddresses and
+# no-local-endpoints matrices of both modes, whose iptables matches and IPVS answers the
+# remaining firewall tests use too). `make kernel-matrix` alone runs everything.
 TEST_KERNEL_SUITES ?= e2e-pkg scenarios
-TEST_KERNEL_E2E_SKIP ?= ^(TestOnceAndMalformedManifests|TestHealthAndMetricsEndpoints|TestServiceHealthNodePortFlips|TestLoadBalancerConflictLoserWritesNothing|TestServiceCannotTakeTheNodeAddresses|TestRestartMidDrainKeepsDraining|TestDrainEndsAtTheTimeout|TestEndpointBackWhileDrainingGetsWeightBack|TestListAndExplain|TestHealthCheckAllDownFailsOpen|TestHTTPHealthCheck500CountsAsFailed|TestRepairCyclesAreLoggedAndMeasured|TestSchedulerLeastConnectionBalancesHeldConnections|TestSchedulerPerNodeLeastConnection|TestSchedulerWeightedEqualAndZeroWeights|TestInitOnlyThenLeastPrivilege|TestKubeProxyMetricNamesOnAScrape|TestManifestReloadOfThousandsOnBusyCPUs)$$
+TEST_KERNEL_E2E_SKIP ?= ^(TestOnceAndMalformedManifests|TestHealthAndMetricsEndpoints|TestServiceHealthNodePortFlips|TestLoadBalancerConflictLoserWritesNothing|TestServiceCannotTakeTheNodeAddresses|TestRestartMidDrainKeepsDraining|TestDrainEndsAtTheTimeout|TestEndpointBackWhileDrainingGetsWeightBack|TestListAndExplain|TestHealthCheckAllDownFailsOpen|TestHTTPHealthCheck500CountsAsFailed|TestRepairCyclesAreLoggedAndMeasured|TestSchedulerLeastConnectionBalancesHeldConnections|TestSchedulerPerNodeLeastConnection|TestSchedulerWeightedEqualAndZeroWeights|TestInitOnlyThenLeastPrivilege|TestKubeProxyMetricNamesOnAScrape|TestManifestReloadOfThousandsOnBusyCPUs|TestDetectLocalModes|TestNodePortAddressesCombinations|TestTrafficPolicyLocalWithoutLocalEndpoints)$$
 
 test: ## host unit tests, the guest (real-kernel) suite, then the traffic suites on 5.10 and 6.12; fails if the host's network changed
 	@hack/deps.sh
