@@ -38,3 +38,21 @@ type Live struct {
 
 // Yielding reports whether l.Yield is set and says to yield.
 func (l Live) Yielding() bool { return l.Yield != nil && l.Yield() }
+
+// Snapshot copies the desired state live shows into a Snapshot, for a mode whose repair
+// does not come in steps (package iptproxy): it walks every desired virtual server.
+func (l Live) Snapshot() Snapshot {
+	vses := map[model.VSKey]*model.VirtualServer{}
+	if l.VSKeys != nil {
+		for k := range l.VSKeys {
+			if vs := l.VS(k); vs != nil {
+				vses[k] = vs
+			}
+		}
+	}
+	var binds map[netip.Addr]bool
+	if l.Binds != nil {
+		binds = l.Binds()
+	}
+	return Snapshot{Services: l.Services, VSes: vses, Binds: binds, NodeIPs: l.NodeIPs, ServiceCIDRs: l.ServiceCIDRs}
+}

@@ -1,11 +1,13 @@
 package iptproxy
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
+	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
 // Dataplane is the iptables fallback mode: the rules of every Service (Proxy) and the
@@ -69,6 +71,31 @@ func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
 	res := result(r)
 	res.Phases.Firewall = time.Since(start)
 	return res
+}
+
+// BeginRepair repairs everything, as Repair does: the fallback's repair is one step. Its
+// rules are one iptables-restore of the chains that drifted, with nothing to list in steps.
+func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result { return d.Repair(l.Snapshot()) }
+
+// RepairStep reports the repair done: BeginRepair did all of it.
+func (d *Dataplane) RepairStep(dataplane.Live, int) (dataplane.Result, bool) {
+	return dataplane.Result{}, true
+}
+
+// WatchDrift returns at once: the fallback hears of no drift (it binds nothing, and its
+// rules drift only as far as the next repair finds).
+func (d *Dataplane) WatchDrift(context.Context, func()) {}
+
+// RepairDrift has nothing to repair: no drift is ever heard.
+func (d *Dataplane) RepairDrift(dataplane.Live) dataplane.Result { return dataplane.Result{} }
+
+// Watching is true: there are no notifications to wait for.
+func (d *Dataplane) Watching() bool { return true }
+
+// RealWeights returns no weights: the fallback's rules weigh no real servers (an endpoint is
+// in a Service's chain or not), so after a restart every checked endpoint starts healthy.
+func (d *Dataplane) RealWeights([]model.VSKey) (map[model.VSKey]map[model.RSKey]uint32, error) {
+	return nil, nil
 }
 
 // Tick has nothing to do: nothing drains in iptables mode.
