@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -84,6 +85,20 @@ func (f *fakeDP) Repair(s dataplane.Snapshot) dataplane.Result {
 }
 
 func (f *fakeDP) Tick() (dataplane.Result, time.Duration) { return dataplane.Result{}, 0 }
+
+// BeginRepair repairs everything, as Repair does: the fake's repair is one step (steppedDP
+// cuts one into steps).
+func (f *fakeDP) BeginRepair(l dataplane.Live) dataplane.Result { return f.Repair(l.Snapshot()) }
+
+func (f *fakeDP) RepairStep(dataplane.Live, int) (dataplane.Result, bool) {
+	return dataplane.Result{}, true
+}
+
+// The fake hears no drift; its weights are in backendchecks_test.go.
+
+func (f *fakeDP) WatchDrift(context.Context, func())          {}
+func (f *fakeDP) RepairDrift(dataplane.Live) dataplane.Result { return dataplane.Result{} }
+func (f *fakeDP) Watching() bool                              { return true }
 
 func (f *fakeDP) stage(name model.ServiceName, st *model.ServiceState) {
 	if st == nil {
