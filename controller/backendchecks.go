@@ -170,8 +170,8 @@ func (c *Controller) seedFromKernel(pcfg buildConfig) {
 			}
 		}
 	}
-	if wr, ok := c.dp.(dataplane.WeightReader); ok && len(keys) > 0 {
-		weights, err := wr.RealWeights(keys)
+	if len(keys) > 0 {
+		weights, err := c.dp.RealWeights(keys)
 		if err != nil {
 			c.log.Warn("reading the kernel's weights of health-checked Services failed; their endpoints start healthy", "err", err)
 		}

@@ -15,7 +15,7 @@ import (
 )
 
 // kernelWeightsOf are the weights each fake "kernel" held before the start
-// (dataplane.WeightReader).
+// (dataplane.Dataplane.RealWeights).
 var kernelWeightsOf = map[*fakeDP]map[model.VSKey]map[model.RSKey]uint32{}
 
 func (f *fakeDP) RealWeights(keys []model.VSKey) (map[model.VSKey]map[model.RSKey]uint32, error) {

@@ -50,6 +50,6 @@ type Config struct {
 	Gate *foreground.Gate
 	// RepairStep is how many Services, then virtual servers, one step of a periodic repair
 	// handles before the loop applies waiting changes (--repair-step); 0 repairs in one go.
-	// It applies to dataplanes that repair in steps (dataplane.SteppedRepairer).
+	// A dataplane whose repair is one step (the iptables fallback) is run with 0.
 	RepairStep int
 }

@@ -134,7 +134,7 @@ func (c *Controller) SyncOnce(ctx context.Context) error {
 // Run syncs until ctx ends, when the schedule says: changes after at most MinSyncPeriod, a
 // full repair every SyncPeriod (or further apart when a repair takes long; after the first,
 // cut into steps with changes between them), failed kernel calls again with exponential
-// backoff, and the dataplane's periodic work; drift the dataplane hears of (DriftWatcher)
+// backoff, and the dataplane's periodic work; drift the dataplane hears of (WatchDrift)
 // is repaired at once.
 func (c *Controller) Run(ctx context.Context) error {
 	if err := c.src.start(ctx); err != nil {
@@ -145,14 +145,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		go ch.Run(ctx, c.onVerdict)
 	}
 	defer c.cfg.Gate.Lower()
-	dw, watches := c.dp.(dataplane.DriftWatcher)
-	if watches {
-		go dw.WatchDrift(ctx, func() { c.drifted.Store(true); c.poke() })
-		waitWatching(ctx, dw)
-	}
+	go c.dp.WatchDrift(ctx, func() { c.drifted.Store(true); c.poke() })
+	c.waitWatching(ctx)
 	for {
-		if watches && c.drifted.Swap(false) {
-			c.repairDrift(dw)
+		if c.drifted.Swap(false) {
+			c.repairDrift()
 		}
 		c.mu.Lock()
 		dirty := len(c.dirty) > 0
@@ -186,7 +183,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.cycleStep()
 			continue
 		case full:
-			if _, ok := c.stepped(); ok {
+			if c.repairsInSteps() {
 				trace.WithRegion(ctx, "begin repair cycle", c.beginCycle)
 				continue
 			}
@@ -250,9 +247,9 @@ func (c *Controller) LookupVS(key model.VSKey) (model.ServiceName, string, bool)
 // 10,000 Services under emulation), holding changes up.
 const watchStartWait = 2 * time.Second
 
-func waitWatching(ctx context.Context, dw dataplane.DriftWatcher) {
+func (c *Controller) waitWatching(ctx context.Context) {
 	deadline := time.Now().Add(watchStartWait)
-	for !dw.Watching() && ctx.Err() == nil && time.Now().Before(deadline) {
+	for !c.dp.Watching() && ctx.Err() == nil && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }

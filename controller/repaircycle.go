@@ -54,12 +54,11 @@ type hostListing struct {
 	err   error
 }
 
-// stepped returns the dataplane's stepped repair when periodic repairs are to use it: the
-// dataplane has one, steps are configured, and a whole repair has run once (the first
-// repair adopts the kernel and binds every address, and the proxy is ready after it).
-func (c *Controller) stepped() (dataplane.SteppedRepairer, bool) {
-	sr, ok := c.dp.(dataplane.SteppedRepairer)
-	return sr, ok && c.cfg.RepairStep > 0 && c.repairedOnce
+// repairsInSteps says whether the next periodic repair is a cycle of steps: steps are
+// configured (--repair-step), and a whole repair has run once (the first repair adopts the
+// kernel and binds every address, and the proxy is ready after it).
+func (c *Controller) repairsInSteps() bool {
+	return c.cfg.RepairStep > 0 && c.repairedOnce
 }
 
 // beginCycle starts a repair cycle by listing the node's addresses in the background; the
@@ -114,7 +113,6 @@ func (c *Controller) cycleStep() {
 		}
 		return
 	}
-	sr, _ := c.dp.(dataplane.SteppedRepairer)
 	start := time.Now()
 	stopCPU := threadCPU()
 	var res dataplane.Result
@@ -135,10 +133,10 @@ func (c *Controller) cycleStep() {
 		c.setEntries = res.SetEntries
 	case metrics.StepBegin:
 		cy.begun = true
-		res = sr.BeginRepair(c.live())
+		res = c.dp.BeginRepair(c.live())
 		c.setEntries = res.SetEntries
 	default:
-		res, done = sr.RepairStep(c.live(), c.cfg.RepairStep)
+		res, done = c.dp.RepairStep(c.live(), c.cfg.RepairStep)
 	}
 	if res.Waiting {
 		// Nothing done but finding the background work (the informers' list, the
@@ -315,9 +313,9 @@ func (c *Controller) changeDue() bool {
 }
 
 // repairDrift repairs the drift the dataplane heard of (kube-ipvs0's notifications).
-func (c *Controller) repairDrift(dw dataplane.DriftWatcher) {
+func (c *Controller) repairDrift() {
 	start := time.Now()
-	res := dw.RepairDrift(c.live())
+	res := c.dp.RepairDrift(c.live())
 	c.noteResult(res)
 	c.retry(res)
 	if res.Writes.Addresses > 0 || res.Failed() > 0 {

@@ -45,7 +45,7 @@ type steppedDP struct {
 	fg *foreground.Gate
 }
 
-var _ dataplane.SteppedRepairer = (*steppedDP)(nil)
+var _ dataplane.Dataplane = (*steppedDP)(nil)
 
 func (s *steppedDP) Apply(ch dataplane.Change) dataplane.Result {
 	res := s.fakeDP.Apply(ch)

@@ -12,23 +12,65 @@
 package dataplane
 
 import (
+	"context"
 	"net/netip"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// Dataplane is one proxy mode's kernel state. The controller calls it from one goroutine.
+// Dataplane is one proxy mode's kernel state. The controller calls it from one goroutine
+// (but WatchDrift, which runs on its own). Every mode implements every method: one whose
+// kernel has no such part says what it does instead (package iptproxy: a repair in one step,
+// no drift heard, no weights).
 type Dataplane interface {
 	// Apply makes one sync's change from the implementation's caches, without reading the
 	// kernel: a change with nothing in it writes nothing.
 	Apply(Change) Result
-	// Repair compares the whole desired state with the kernel and writes what drifted,
-	// and only that: a repair of a kernel that matches writes nothing.
-	Repair(Snapshot) Result
 	// Tick does the mode's periodic work between syncs (ending the drains of removed real
 	// servers) and says how long until it wants to run again (0: nothing is pending).
 	Tick() (Result, time.Duration)
+
+	// A repair compares the whole desired state with the kernel and writes what drifted,
+	// and only that: a repair of a kernel that matches writes nothing.
+
+	// Repair repairs everything in one call (the first repair, and every repair with
+	// --repair-step=0): it adopts what the kernel already holds right.
+	Repair(Snapshot) Result
+	// BeginRepair and RepairStep are a periodic repair cut into bounded steps: the
+	// controller applies changes between them, so that no change waits for a whole repair.
+	// The steps of one repair are BeginRepair, then RepairStep until it says done; a change
+	// applied between two steps is never reverted by a later one. A mode whose repair does
+	// not come in steps repairs everything in BeginRepair and reports done at the first
+	// RepairStep.
+	//
+	// BeginRepair starts a repair: the work that is not cut into steps, and the listing the
+	// steps work through.
+	BeginRepair(Live) Result
+	// RepairStep checks and repairs up to budget more virtual servers against live.
+	RepairStep(live Live, budget int) (res Result, done bool)
+
+	// A mode may hear of some of the kernel's drift as it happens (netlink notifications
+	// about kube-ipvs0, say), instead of finding it in the next repair. One that hears none
+	// returns from WatchDrift at once, says it is Watching, and never has drift to repair.
+
+	// WatchDrift runs until ctx ends, calling drifted (from its own goroutine) whenever
+	// drift waits for RepairDrift.
+	WatchDrift(ctx context.Context, drifted func())
+	// RepairDrift repairs the drift heard so far, against live; the sync goroutine calls it.
+	RepairDrift(Live) Result
+	// Watching reports whether the notifications are live (or the mode has none to wait
+	// for): a listing made while they are is followed by them, and no repair cycle need
+	// list again.
+	Watching() bool
+
+	// RealWeights reads the kernel's real servers and weights of those virtual servers; one
+	// the kernel lacks is left out, and a mode whose kernel weighs no real servers returns
+	// none. After a restart the controller reads the weights of the health-checked
+	// Services' virtual servers once, so that an endpoint a check had taken out stays out
+	// until a check says otherwise, instead of getting weight 1 back before the first
+	// verdict.
+	RealWeights(keys []model.VSKey) (map[model.VSKey]map[model.RSKey]uint32, error)
 }
 
 // Change is what one sync changes, after ownership was resolved.

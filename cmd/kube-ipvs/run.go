@@ -208,6 +208,9 @@ func serve(o runOptions, cfg controller.Config, stderr io.Writer, log *slog.Logg
 		return err
 	}
 	cfg.NoSchedulers = mode == modeIPTables
+	if mode == modeIPTables {
+		cfg.RepairStep = 0 // the fallback's repair is one step (iptproxy): every repair is whole
+	}
 	// Before the source: its discovery request and the informers' lists and watches are
 	// the process's first API requests, and rest_client_* counts them all.
 	obs, err := newObservers(o, &cfg, mode)

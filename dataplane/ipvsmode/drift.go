@@ -8,8 +8,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
 )
 
-var _ dataplane.DriftWatcher = (*Dataplane)(nil)
-
 // VIPWatcher hears of drift of the Service addresses' binding from the kernel's
 // notifications (dummyif.Watcher for kube-ipvs0's addresses). It is all RepairDrift needs,
 // so that another binding (local routes) can bring its own.

@@ -16,8 +16,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-var _ dataplane.SteppedRepairer = (*Dataplane)(nil)
-
 // steppedRepair is the periodic repair under way: IPVS checked a bounded number of virtual
 // servers per step (ipvs.Check), with changes applied between the steps.
 type steppedRepair struct {
