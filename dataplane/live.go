@@ -23,6 +23,9 @@ type Live struct {
 	// produced; every other one is, once.
 	VS     func(model.VSKey) *model.VirtualServer
 	VSKeys iter.Seq[model.VSKey]
+	// VSes copies every desired virtual server, for a whole repair (nil: Snapshot walks
+	// VSKeys).
+	VSes func() map[model.VSKey]*model.VirtualServer
 	// Bound says whether an address is to be bound on the node; Binds copies them all (for
 	// the rare repair that must list the link's addresses again).
 	Bound func(netip.Addr) bool
@@ -34,14 +37,22 @@ type Live struct {
 	// early (after some progress), so that the change waits for one kernel read, not for
 	// the rest of the step.
 	Yield func() bool
+	// Whole asks BeginRepair to repair everything at once, as the first repair (which adopts
+	// what the kernel holds: a restart) and every repair with --repair-step=0 do; the first
+	// RepairStep then reports done. A mode repairs everything at once, asked or not, until
+	// one such repair has succeeded.
+	Whole bool
 }
 
 // Yielding reports whether l.Yield is set and says to yield.
 func (l Live) Yielding() bool { return l.Yield != nil && l.Yield() }
 
-// Snapshot copies the desired state live shows into a Snapshot, for a mode whose repair
-// does not come in steps (package iptproxy): it walks every desired virtual server.
+// Snapshot copies the desired state live shows into a Snapshot, for a repair of everything
+// at once.
 func (l Live) Snapshot() Snapshot {
+	if l.VSes != nil {
+		return Snapshot{Services: l.Services, VSes: l.VSes(), Binds: l.Binds(), NodeIPs: l.NodeIPs, ServiceCIDRs: l.ServiceCIDRs}
+	}
 	vses := map[model.VSKey]*model.VirtualServer{}
 	if l.VSKeys != nil {
 		for k := range l.VSKeys {

@@ -73,8 +73,9 @@ func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
 	return res
 }
 
-// BeginRepair repairs everything, as Repair does: the fallback's repair is one step. Its
-// rules are one iptables-restore of the chains that drifted, with nothing to list in steps.
+// BeginRepair repairs everything, as Repair does, whether l.Whole asks it or not: the
+// fallback's repair is one step. Its rules are one iptables-restore of the chains that
+// drifted, with nothing to list in steps.
 func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result { return d.Repair(l.Snapshot()) }
 
 // RepairStep reports the repair done: BeginRepair did all of it.

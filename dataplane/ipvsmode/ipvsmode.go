@@ -59,8 +59,10 @@ type Dataplane struct {
 	fw   *firewallPart
 	log  *slog.Logger
 	tick time.Time // last drain check
-	// stepped is the periodic repair under way (BeginRepair, RepairStep).
-	stepped *steppedRepair
+	// stepped is the periodic repair under way (BeginRepair, RepairStep); repaired says a
+	// whole repair succeeded (the kernel is adopted), after which a repair may come in steps.
+	stepped  *steppedRepair
+	repaired bool
 	// listedEpoch is the watcher's subscription when kube-ipvs0 was last listed.
 	listedEpoch uint64
 }

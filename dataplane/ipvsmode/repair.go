@@ -36,6 +36,7 @@ func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
 	rest := d.repairAddrsAndIPVS(s, func() { <-fwDone })
 	<-fwDone
 	res.Merge(rest) // errors joined
+	d.repaired = d.repaired || res.Err == nil
 	return res
 }
 

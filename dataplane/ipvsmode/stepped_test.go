@@ -184,3 +184,42 @@ func TestRepairDriftRestoresWhatTheWatcherHeard(t *testing.T) {
 		t.Errorf("after the link was lost it holds %v", got)
 	}
 }
+
+// BeginRepair repairs everything at once, as Repair does, when asked (Live.Whole) and
+// before a whole repair has succeeded (the kernel is not adopted yet); its first RepairStep
+// is done. After one, a repair not asked to be whole comes in steps.
+func TestBeginRepairIsWholeWhenAskedAndAtFirst(t *testing.T) {
+	ipvsK, nl := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink()
+	dp := watchedDataplane(ipvsK, nl, &fakeWatcher{epoch: 1})
+	s := snapshotOf("10.96.0.1", "10.96.0.2")
+	whole := func(l dataplane.Live, what string) {
+		t.Helper()
+		if res := dp.BeginRepair(l); res.Err != nil || res.Failed() != 0 {
+			t.Fatalf("%s: begin: %+v", what, res)
+		}
+		if res, done := dp.RepairStep(l, 1); !done || res.Writes != (dataplane.Writes{}) {
+			t.Fatalf("%s: first step: done %v, %+v; want done, nothing written", what, done, res)
+		}
+		for _, k := range []model.VSKey{tcpKey("10.96.0.1", 80), tcpKey("10.96.0.2", 80)} {
+			if _, err := ipvsK.GetVirtualServer(k); err != nil {
+				t.Errorf("%s: %s not in the kernel: %v", what, k, err)
+			}
+		}
+		if got := nl.Addrs("kube-ipvs0"); !slices.Equal(got, []string{"10.96.0.1/32", "10.96.0.2/32"}) {
+			t.Errorf("%s: kube-ipvs0 holds %v", what, got)
+		}
+	}
+	whole(liveOf(&s), "first repair, not asked to be whole")
+
+	ipvsK.Drop(tcpKey("10.96.0.2", 80))
+	l := liveOf(&s)
+	l.Whole = true
+	whole(l, "asked to be whole")
+
+	if res := dp.BeginRepair(liveOf(&s)); res.Err != nil {
+		t.Fatalf("begin in steps: %+v", res)
+	}
+	if _, done := dp.RepairStep(liveOf(&s), 1); done {
+		t.Error("after a whole repair, a repair not asked to be whole was done in one step")
+	}
+}
