@@ -87,7 +87,7 @@ func (f *fakeDP) Repair(s dataplane.Snapshot) dataplane.Result {
 func (f *fakeDP) Tick() (dataplane.Result, time.Duration) { return dataplane.Result{}, 0 }
 
 // BeginRepair repairs everything, as Repair does: the fake's repair is one step (steppedDP
-// cuts one into steps).
+// cuts one not asked to be whole into steps).
 func (f *fakeDP) BeginRepair(l dataplane.Live) dataplane.Result { return f.Repair(l.Snapshot()) }
 
 func (f *fakeDP) RepairStep(dataplane.Live, int) (dataplane.Result, bool) {

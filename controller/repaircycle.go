@@ -293,6 +293,7 @@ func (c *Controller) live() dataplane.Live {
 		VSKeys: func(yield func(model.VSKey) bool) {
 			lockwalk.Keys(c.stateMu.RLocker(), func() map[model.VSKey]model.ServiceName { return c.state.vsOwner }, yield)
 		},
+		VSes:         c.state.allVSes,
 		Bound:        c.state.bound,
 		Binds:        c.state.allBinds,
 		NodeIPs:      c.node.nodeIPs,

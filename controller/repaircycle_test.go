@@ -62,6 +62,9 @@ func (s *steppedDP) Apply(ch dataplane.Change) dataplane.Result {
 }
 
 func (s *steppedDP) BeginRepair(l dataplane.Live) dataplane.Result {
+	if l.Whole {
+		return s.fakeDP.BeginRepair(l)
+	}
 	s.keys = nil
 	for k := range l.VSKeys {
 		s.keys = append(s.keys, k)
@@ -74,6 +77,9 @@ func (s *steppedDP) BeginRepair(l dataplane.Live) dataplane.Result {
 // RepairStep compares budget virtual servers with the desired state as it is now and writes
 // what differs.
 func (s *steppedDP) RepairStep(l dataplane.Live, budget int) (dataplane.Result, bool) {
+	if l.Whole {
+		return s.fakeDP.RepairStep(l, budget)
+	}
 	if s.waits > 0 {
 		s.waits--
 		s.waited = append(s.waited, time.Now())

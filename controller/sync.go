@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"sort"
@@ -173,9 +174,28 @@ func (c *Controller) syncFull(st *Stats) dataplane.Result {
 	st.Phases.Build = time.Since(start)
 	cidrs, from := c.serviceCIDRs()
 	c.noteServiceCIDRs(cidrs, from)
-	res := c.dp.Repair(dataplane.Snapshot{Services: c.state.services, VSes: c.state.allVSes(),
-		Binds: c.state.allBinds(), NodeIPs: c.node.nodeIPs, ServiceCIDRs: cidrs})
+	res := c.repairWhole(cidrs)
 	st.Phases.Firewall, st.Phases.Addresses, st.Phases.IPVS = res.Phases.Firewall, res.Phases.Addresses, res.Phases.IPVS
+	return res
+}
+
+// repairWhole is the dataplane's repair asked to be whole: BeginRepair, then RepairStep with
+// no bound until done (a mode repairs everything in BeginRepair, and its first RepairStep is
+// done). Changes wait for it, as for the whole of a full sync.
+func (c *Controller) repairWhole(cidrs []netip.Prefix) dataplane.Result {
+	l := c.live()
+	l.ServiceCIDRs, l.Yield, l.Whole = cidrs, nil, true
+	res := c.dp.BeginRepair(l)
+	for res.Err == nil {
+		r, done := c.dp.RepairStep(l, math.MaxInt)
+		res.Merge(r)
+		if done {
+			break
+		}
+		if r.Waiting {
+			time.Sleep(dataplane.StepPause)
+		}
+	}
 	return res
 }
 
