@@ -20,7 +20,7 @@ type fakeDP struct {
 	services  map[model.ServiceName]*model.ServiceState // the resolved states it was given
 	failNext  map[model.VSKey]error                     // fail one virtual server's next write
 	applyErr  error                                     // fail the next Apply as a whole
-	repairErr error                                     // fail the next Repair as a whole
+	repairErr error                                     // fail the next (whole) repair as a whole
 	applies   []dataplane.Change
 	repairs   int
 	// cidrs are the last repair's Service CIDRs; other goroutines read them (Run tests).
@@ -49,7 +49,7 @@ func (f *fakeDP) Apply(ch dataplane.Change) dataplane.Result {
 	return res
 }
 
-func (f *fakeDP) Repair(s dataplane.Snapshot) dataplane.Result {
+func (f *fakeDP) repairWhole(s dataplane.Snapshot) dataplane.Result {
 	f.repairs++
 	cidrs := slices.Clone(s.ServiceCIDRs)
 	f.cidrs.Store(&cidrs)
@@ -86,9 +86,9 @@ func (f *fakeDP) Repair(s dataplane.Snapshot) dataplane.Result {
 
 func (f *fakeDP) Tick() (dataplane.Result, time.Duration) { return dataplane.Result{}, 0 }
 
-// BeginRepair repairs everything, as Repair does: the fake's repair is one step (steppedDP
-// cuts one not asked to be whole into steps).
-func (f *fakeDP) BeginRepair(l dataplane.Live) dataplane.Result { return f.Repair(l.Snapshot()) }
+// BeginRepair repairs everything: the fake's repair is one step (steppedDP cuts one not
+// asked to be whole into steps).
+func (f *fakeDP) BeginRepair(l dataplane.Live) dataplane.Result { return f.repairWhole(l.Snapshot()) }
 
 func (f *fakeDP) RepairStep(dataplane.Live, int) (dataplane.Result, bool) {
 	return dataplane.Result{}, true

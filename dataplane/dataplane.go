@@ -32,17 +32,14 @@ type Dataplane interface {
 	Tick() (Result, time.Duration)
 
 	// A repair compares the whole desired state with the kernel and writes what drifted,
-	// and only that: a repair of a kernel that matches writes nothing.
-
-	// Repair repairs everything in one call (the first repair, and every repair with
-	// --repair-step=0): it adopts what the kernel already holds right.
-	Repair(Snapshot) Result
-	// BeginRepair and RepairStep are a periodic repair cut into bounded steps: the
-	// controller applies changes between them, so that no change waits for a whole repair.
-	// The steps of one repair are BeginRepair, then RepairStep until it says done; a change
-	// applied between two steps is never reverted by a later one. A mode whose repair does
-	// not come in steps repairs everything in BeginRepair and reports done at the first
-	// RepairStep.
+	// and only that: a repair of a kernel that matches writes nothing. Every repair is
+	// BeginRepair, then RepairStep until it says done. A periodic repair is cut into
+	// bounded steps: the controller applies changes between them, so that no change waits
+	// for a whole repair, and a change applied between two steps is never reverted by a
+	// later one. A repair asked to be whole (Live.Whole: the first repair, which adopts
+	// what the kernel already holds right, and every repair with --repair-step=0) is one
+	// step as large as everything: BeginRepair repairs everything and the first RepairStep
+	// is done. So is every repair of a mode whose repair does not come in steps.
 	//
 	// BeginRepair starts a repair: the work that is not cut into steps, and the listing the
 	// steps work through.
@@ -85,7 +82,8 @@ type Change struct {
 	Bind, Unbind []netip.Addr
 }
 
-// Snapshot is the whole desired state, for a repair. Its maps are read-only.
+// Snapshot is the whole desired state, for a repair of everything at once
+// (Live.Snapshot). Its maps are read-only.
 type Snapshot struct {
 	Services map[model.ServiceName]*model.ServiceState
 	VSes     map[model.VSKey]*model.VirtualServer

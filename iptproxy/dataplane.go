@@ -57,8 +57,8 @@ func (d *Dataplane) Apply(ch dataplane.Change) dataplane.Result {
 	return result(r)
 }
 
-// Repair renders every Service and rewrites the rules when anything of ours drifted.
-func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
+// repairWhole renders every Service and rewrites the rules when anything of ours drifted.
+func (d *Dataplane) repairWhole(s dataplane.Snapshot) dataplane.Result {
 	start := time.Now()
 	d.rules.SetNodeIPs(s.NodeIPs)
 	d.rules.SetServiceCIDRs(s.ServiceCIDRs)
@@ -73,10 +73,12 @@ func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
 	return res
 }
 
-// BeginRepair repairs everything, as Repair does, whether l.Whole asks it or not: the
+// BeginRepair repairs everything (repairWhole), whether l.Whole asks it or not: the
 // fallback's repair is one step. Its rules are one iptables-restore of the chains that
 // drifted, with nothing to list in steps.
-func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result { return d.Repair(l.Snapshot()) }
+func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
+	return d.repairWhole(l.Snapshot())
+}
 
 // RepairStep reports the repair done: BeginRepair did all of it.
 func (d *Dataplane) RepairStep(dataplane.Live, int) (dataplane.Result, bool) {

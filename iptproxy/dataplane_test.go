@@ -11,7 +11,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// The fallback's repair is one step: BeginRepair repairs everything, as Repair does, and
+// The fallback's repair is one step: BeginRepair repairs everything, and
 // the first RepairStep is done. It hears no drift and weighs no real servers.
 func TestDataplaneRepairsInOneStep(t *testing.T) {
 	fx := iptables.NewFakeExec()
@@ -36,8 +36,9 @@ func TestDataplaneRepairsInOneStep(t *testing.T) {
 	if res, done := d.RepairStep(live, 1); !done || res.Writes != (dataplane.Writes{}) {
 		t.Errorf("RepairStep: %+v, done %v; want done with nothing written", res, done)
 	}
-	if res := d.Repair(live.Snapshot()); res.Err != nil || res.Writes.Restores != 0 {
-		t.Errorf("Repair after BeginRepair: %+v, want nothing written", res)
+	live.Whole = true
+	if res := d.BeginRepair(live); res.Err != nil || res.Writes.Restores != 0 {
+		t.Errorf("a whole repair after the first: %+v, want nothing written", res)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

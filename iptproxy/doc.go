@@ -6,8 +6,8 @@
 //
 // Dataplane is the mode's dataplane.Dataplane, which the controller drives as it drives
 // IPVS mode: Apply writes a sync's changed Services (Proxy.Stage, then Proxy.Open) and
-// clears the conntrack entries of UDP flows whose endpoints went (FlowTracker); Repair
-// compares every Service with the kernel (Proxy.Resync):
+// clears the conntrack entries of UDP flows whose endpoints went (FlowTracker); a repair
+// (BeginRepair, in one step) compares every Service with the kernel (Proxy.Resync):
 //
 //	dp, err := iptproxy.NewDataplane(iptables.OSExec{}, iptproxy.Config{
 //		ClusterCIDRs: cidrs, MasqueradeAll: masqAll, Tools: iptables.Config{Backend: backendFlag},

@@ -89,7 +89,7 @@ func TestGuestForeignTrafficIsNotTouched(t *testing.T) {
 			s.Binds[a] = true
 		}
 	}
-	if res := dp.Repair(s); res.Failed() != 0 {
+	if res := dp.repairWhole(s); res.Failed() != 0 {
 		t.Fatalf("repair: %+v", res.Err)
 	}
 	if out := netnstest.Run(t, "ipvsadm", "-Ln"); !strings.Contains(out, "FWM ") {

@@ -12,7 +12,8 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// Repair makes the kernel match the snapshot: the link, the sets and rules, then the
+// repairWhole makes the kernel match the snapshot, all at once (BeginRepair asked for a
+// whole repair, or before the first succeeded): the link, the sets and rules, then the
 // addresses and IPVS at once. They are independent kernel tables, and the kernel walks a
 // device's address list on every add, so binding tens of thousands of addresses is slow on
 // its own and need not hold the virtual servers up.
@@ -22,7 +23,7 @@ import (
 // thousands of Services), which two cores do side by side. IPVS is written only once the
 // sets and rules are, as in every sync, so that no packet meets a virtual server whose
 // rules are missing.
-func (d *Dataplane) Repair(s dataplane.Snapshot) dataplane.Result {
+func (d *Dataplane) repairWhole(s dataplane.Snapshot) dataplane.Result {
 	if res := d.ensureLink(); res.Err != nil {
 		return res
 	}

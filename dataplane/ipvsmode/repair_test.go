@@ -86,7 +86,7 @@ func TestRepairRemovesWhatServicesDeletedWhileDownLeft(t *testing.T) {
 	ipvsK.Put(&model.VirtualServer{Key: stale, Spec: model.VSSpec{Scheduler: "rr"}})
 	ipvsK.Put(&model.VirtualServer{Key: foreign, Spec: model.VSSpec{Scheduler: "rr"}})
 	dp := hookedDataplane(ipvsK, nl)
-	if res := dp.Repair(snapshotOf("10.96.0.1")); res.Err != nil || res.Failed() != 0 {
+	if res := dp.repairWhole(snapshotOf("10.96.0.1")); res.Err != nil || res.Failed() != 0 {
 		t.Fatalf("repair: %+v", res)
 	}
 	if _, err := ipvsK.GetVirtualServer(stale); err == nil {
@@ -124,7 +124,7 @@ func TestRepairWritesAddressesAndIPVSAtOnce(t *testing.T) {
 		}
 	}
 	dp := hookedDataplane(k, nl)
-	if res := dp.Repair(snapshotOf("10.96.0.1")); res.Err != nil || res.Failed() != 0 {
+	if res := dp.repairWhole(snapshotOf("10.96.0.1")); res.Err != nil || res.Failed() != 0 {
 		t.Fatalf("repair: %+v", res)
 	}
 	if _, err := k.GetVirtualServer(tcpKey("10.96.0.1", 80)); err != nil {
@@ -143,7 +143,7 @@ func TestRepairOwnsOnlyBoundAddressesWhenTheListingFails(t *testing.T) {
 	ipvsK.Put(&model.VirtualServer{Key: unknown, Spec: model.VSSpec{Scheduler: "rr"}})
 	nl := &hookedNetlink{FakeNetlink: dummyif.NewFakeNetlink(), listErr: errors.New("listing refused")}
 	dp := hookedDataplane(ipvsK, nl)
-	res := dp.Repair(snapshotOf("10.96.0.1"))
+	res := dp.repairWhole(snapshotOf("10.96.0.1"))
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "listing refused") {
 		t.Fatalf("repair error %v, want the address failure", res.Err)
 	}
@@ -171,7 +171,7 @@ func TestRepairWritesServiceCIDRs(t *testing.T) {
 	}
 	s := snapshotOf("10.96.0.1")
 	s.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:96::/108")}
-	res := dp.Repair(s)
+	res := dp.repairWhole(s)
 	if res.Err != nil || res.Failed() != 0 {
 		t.Fatalf("repair: %+v", res)
 	}
@@ -186,14 +186,14 @@ func TestRepairWritesServiceCIDRs(t *testing.T) {
 		t.Errorf("an empty Apply wrote %d set entries; the set holds %v", res.Writes.SetEntries, held())
 	}
 	s.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("10.200.0.0/24")}
-	if res := dp.Repair(s); res.Err != nil || res.Writes.SetEntries != 1 {
+	if res := dp.repairWhole(s); res.Err != nil || res.Writes.SetEntries != 1 {
 		t.Fatalf("repair with a CIDR added: %+v", res)
 	}
 	if got := held(); !slices.Equal(got, []string{"10.200.0.0/24", "10.96.0.0/16"}) {
 		t.Errorf("after a CIDR was added the set holds %v", got)
 	}
 	s.ServiceCIDRs = nil
-	if res := dp.Repair(s); res.Err != nil || res.Failed() != 0 {
+	if res := dp.repairWhole(s); res.Err != nil || res.Failed() != 0 {
 		t.Fatalf("repair without CIDRs: %+v", res)
 	}
 	if got := held(); len(got) != 0 {
@@ -213,7 +213,7 @@ func TestRepairConvertsToRouteBinding(t *testing.T) {
 	ipvsK.Put(&model.VirtualServer{Key: stale, Spec: model.VSSpec{Scheduler: "rr"}})
 	dp := hookedDataplane(ipvsK, nl)
 	dp.p.Addresses = dummyif.NewBinding("kube-ipvs0", dummyif.BindRoute, nl)
-	if res := dp.Repair(snapshotOf("10.96.0.1")); res.Err != nil || res.Failed() != 0 {
+	if res := dp.repairWhole(snapshotOf("10.96.0.1")); res.Err != nil || res.Failed() != 0 {
 		t.Fatalf("repair: %+v", res)
 	}
 	if got := nl.Routes("kube-ipvs0"); !slices.Equal(got, []string{"10.96.0.1/32"}) {

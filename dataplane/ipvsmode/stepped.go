@@ -33,7 +33,7 @@ type steppedRepair struct {
 }
 
 // BeginRepair starts a repair. Asked for a whole one (l.Whole), or before a whole repair
-// has succeeded, it repairs everything at once (Repair: the restart's adoption of the
+// has succeeded, it repairs everything at once (repairWhole: the restart's adoption of the
 // kernel) and the first RepairStep is done. Otherwise it starts a periodic repair in steps:
 // the link, then the ipsets and iptables rules in one step; the first RepairStep begins the
 // listing of the IPVS table the others work through. kube-ipvs0's addresses are not listed:
@@ -43,7 +43,7 @@ type steppedRepair struct {
 func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
 	d.stepped = nil
 	if l.Whole || !d.repaired {
-		return d.Repair(l.Snapshot())
+		return d.repairWhole(l.Snapshot())
 	}
 	res, sets, rules := d.beginFirewallCheck(l.Services, l.NodeIPs, l.ServiceCIDRs)
 	if res.Err != nil {

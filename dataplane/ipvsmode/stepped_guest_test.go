@@ -52,12 +52,12 @@ func TestGuestChangeDuringASteppedRepair(t *testing.T) {
 		keys = append(keys, k)
 	}
 	t0 := time.Now()
-	if res := dp.Repair(s); res.Failed() != 0 {
+	if res := dp.repairWhole(s); res.Failed() != 0 {
 		t.Fatalf("cold start: %+v", res.Err)
 	}
 	t.Logf("cold start of %d virtual servers x 10 real servers: %s", n, time.Since(t0).Round(time.Millisecond))
 	t0 = time.Now()
-	if res := dp.Repair(s); res.Failed() != 0 || res.Writes != (dataplane.Writes{}) {
+	if res := dp.repairWhole(s); res.Failed() != 0 || res.Writes != (dataplane.Writes{}) {
 		t.Fatalf("whole repair of a matching kernel: writes %+v, err %v", res.Writes, res.Err)
 	}
 	whole := time.Since(t0)

@@ -57,7 +57,7 @@ func TestSteppedRepairLetsChangesThroughAndKeepsThem(t *testing.T) {
 	w := &fakeWatcher{epoch: 1}
 	dp := watchedDataplane(ipvsK, nl, w)
 	s := snapshotOf("10.96.0.1", "10.96.0.2", "10.96.0.3", "10.96.0.4", "10.96.0.5", "10.96.0.6")
-	if res := dp.Repair(s); res.Err != nil || res.Failed() != 0 {
+	if res := dp.repairWhole(s); res.Err != nil || res.Failed() != 0 {
 		t.Fatalf("first repair: %+v", res)
 	}
 	lost := tcpKey("10.96.0.5", 80)
@@ -139,7 +139,7 @@ func TestSteppedRepairListsAddressesWithoutALiveWatcher(t *testing.T) {
 	w := &fakeWatcher{epoch: 1}
 	dp := watchedDataplane(ipvsK, nl, w)
 	s := snapshotOf("10.96.0.1")
-	if res := dp.Repair(s); res.Err != nil {
+	if res := dp.repairWhole(s); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	w.epoch = 0 // the subscription failed
@@ -161,7 +161,7 @@ func TestRepairDriftRestoresWhatTheWatcherHeard(t *testing.T) {
 	w := &fakeWatcher{epoch: 1}
 	dp := watchedDataplane(ipvsK, nl, w)
 	s := snapshotOf("10.96.0.1", "10.96.0.2")
-	if res := dp.Repair(s); res.Err != nil {
+	if res := dp.repairWhole(s); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	a, gone := netip.MustParseAddr("10.96.0.1"), netip.MustParseAddr("10.96.0.99")
@@ -185,7 +185,7 @@ func TestRepairDriftRestoresWhatTheWatcherHeard(t *testing.T) {
 	}
 }
 
-// BeginRepair repairs everything at once, as Repair does, when asked (Live.Whole) and
+// BeginRepair repairs everything at once, as repairWhole does, when asked (Live.Whole) and
 // before a whole repair has succeeded (the kernel is not adopted yet); its first RepairStep
 // is done. After one, a repair not asked to be whole comes in steps.
 func TestBeginRepairIsWholeWhenAskedAndAtFirst(t *testing.T) {
