@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 
@@ -24,13 +25,19 @@ type recipe struct {
 	created  time.Time
 	// roots maps a platform ("linux/amd64") to the folder holding its root file system.
 	roots map[string]string
+	// The image's run-time settings and the layer's history line; empty means kube-ipvs's own
+	// (the defaults below), which `make image` uses. cmd counts only with an entrypoint.
+	entrypoint, cmd []string
+	createdBy       string
 }
 
-// The image's run-time settings; deploy/daemonset.yaml relies on them (it gives args only).
+// kube-ipvs's run-time settings; deploy/daemonset.yaml relies on them (it gives args only).
+// Other images (the cluster's pause and test server, hack/cluster/images.sh) set their own.
 var (
 	entrypoint = []string{"/usr/local/bin/kube-ipvs"}
 	command    = []string{"run"}
 	env        = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	createdBy  = "hack/image (Debian packages of hack/image/packages.txt and kube-ipvs)"
 )
 
 // platformImage is one architecture's image: a single layer holding the whole tree.
@@ -48,14 +55,22 @@ func platformImage(r recipe, platform, root, work string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	ep, cmd, hist := entrypoint, command, createdBy
+	if r.entrypoint != nil {
+		// An image given its own entrypoint has only the arguments it is given.
+		ep, cmd = r.entrypoint, r.cmd
+	}
+	if r.createdBy != "" {
+		hist = r.createdBy
+	}
 	cfg := &v1.ConfigFile{
 		Architecture: p.Architecture,
 		Variant:      p.Variant,
 		OS:           p.OS,
 		Created:      v1.Time{Time: r.created},
 		Config: v1.Config{
-			Entrypoint: entrypoint,
-			Cmd:        command,
+			Entrypoint: ep,
+			Cmd:        cmd,
 			Env:        env,
 			// Root, on purpose: the proxy changes the node's network namespace and loads
 			// kernel modules (deploy/daemonset.yaml says which capabilities and why).
@@ -74,7 +89,7 @@ func platformImage(r recipe, platform, root, work string) (v1.Image, error) {
 		MediaType: types.OCILayer,
 		History: v1.History{
 			Created:   v1.Time{Time: r.created},
-			CreatedBy: "hack/image (Debian packages of hack/image/packages.txt and kube-ipvs)",
+			CreatedBy: hist,
 		},
 	})
 }
@@ -146,7 +161,9 @@ func (b *built) write(r recipe, out string) error {
 	}
 	for i, img := range b.images {
 		p, _ := v1.ParsePlatform(b.platforms[i])
-		if err := tarball.WriteToFile(filepath.Join(out, r.name+"-"+p.Architecture+".tar"), tag, img); err != nil {
+		// The archive is named after the repository's last element (registry.k8s.io/pause
+		// gives pause-amd64.tar).
+		if err := tarball.WriteToFile(filepath.Join(out, path.Base(r.name)+"-"+p.Architecture+".tar"), tag, img); err != nil {
 			return err
 		}
 	}

@@ -121,3 +121,22 @@ func TestWriteThenUnpack(t *testing.T) {
 		t.Errorf("runtime config %q lacks %q", text, want)
 	}
 }
+
+// An image of another program (the cluster's pause) has its own entrypoint, no kube-ipvs
+// arguments, and its archive is named after the repository's last element.
+func TestOtherImageEntrypoint(t *testing.T) {
+	r := recipe{name: "registry.k8s.io/pause", version: "3.10.1", revision: "abc", created: epoch,
+		roots: map[string]string{"linux/amd64": tree(t, "pause")}, entrypoint: []string{"/pause"}}
+	b, err := build(r, platforms[:1], t.TempDir())
+	must(t, err)
+	out := t.TempDir()
+	must(t, b.write(r, out))
+	if _, err := os.Stat(filepath.Join(out, "pause-amd64.tar")); err != nil {
+		t.Error(err)
+	}
+	cf, err := b.images[0].ConfigFile()
+	must(t, err)
+	if len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != "/pause" || len(cf.Config.Cmd) != 0 {
+		t.Errorf("entrypoint %q cmd %q, want [/pause] and none", cf.Config.Entrypoint, cf.Config.Cmd)
+	}
+}

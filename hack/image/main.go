@@ -3,6 +3,7 @@
 // it; it is a module of its own so the product's go.mod never holds an image library.
 //
 //	image build --root linux/amd64=DIR --root linux/arm64=DIR --version V --revision R --created UNIX --out DIR
+//	      [--name NAME] [--entrypoint A,B] [--cmd C,D] [--created-by TEXT]
 //	image unpack --layout DIR --platform linux/amd64 --root DIR [--config FILE]
 package main
 
@@ -67,12 +68,16 @@ func buildCommand(args []string) error {
 	revision := fs.String("revision", "", "the source commit (revision label)")
 	created := fs.Int64("created", 0, "the creation time in Unix seconds (every file's time too)")
 	out := fs.String("out", "", "output folder: oci/ (image layout) and NAME-ARCH.tar (docker load)")
+	ep := fs.String("entrypoint", "", "the entrypoint, words separated by commas (default kube-ipvs's)")
+	cmd := fs.String("cmd", "", "the default arguments, separated by commas (default kube-ipvs's; none with --entrypoint)")
+	createdBy := fs.String("created-by", "", "the layer's history line (default kube-ipvs's)")
 	fs.Parse(args)
 	if len(roots.order) == 0 || *version == "" || *revision == "" || *out == "" {
 		return fmt.Errorf("build needs --root, --version, --revision and --out")
 	}
 	r := recipe{name: *nameFlag, version: *version, revision: *revision,
-		created: time.Unix(*created, 0).UTC(), roots: roots.dirs}
+		created: time.Unix(*created, 0).UTC(), roots: roots.dirs,
+		entrypoint: words(*ep), cmd: words(*cmd), createdBy: *createdBy}
 	work, err := os.MkdirTemp(*out, ".layers.")
 	if err != nil {
 		return err
@@ -86,6 +91,14 @@ func buildCommand(args []string) error {
 		return err
 	}
 	return b.report(os.Stdout, r)
+}
+
+// words splits a comma-separated list; the empty string is no words.
+func words(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 func unpackCommand(args []string) error {
