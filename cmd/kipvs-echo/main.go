@@ -2,7 +2,7 @@
 // that answers every TCP connection and UDP datagram with its name, and a client that sends
 // requests to an address and counts which names answered. It is not part of the proxy.
 //
-//	kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT] [--who]
+//	kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT] [--http PORT] [--who]
 //	kipvs-echo ask [--udp [--source-port P]] [--count N] [--summary] HOST:PORT
 package main
 
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -46,16 +47,17 @@ func serve(args []string, stderr io.Writer) int {
 	name := fs.String("name", "", "the name to answer with")
 	tcp := fs.Int("tcp", 0, "TCP port to listen on (all addresses)")
 	udp := fs.Int("udp", 0, "UDP port to listen on (all addresses)")
+	httpPort := fs.Int("http", 0, "HTTP port to listen on (all addresses): every request gets the answer as its body (the cluster's pod proxy reads it)")
 	who := fs.Bool("who", false, "answer \"NAME CLIENT-IP\", so a client can see whether its address was masqueraded")
-	if err := fs.Parse(args); err != nil || *name == "" || (*tcp == 0 && *udp == 0) {
-		fmt.Fprintln(stderr, "usage: kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT]")
+	if err := fs.Parse(args); err != nil || *name == "" || (*tcp == 0 && *udp == 0 && *httpPort == 0) {
+		fmt.Fprintln(stderr, "usage: kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT] [--http PORT]")
 		return 2
 	}
 	reply := echoserver.Name(*name)
 	if *who {
 		reply = echoserver.NameAndClient(*name)
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	var err error
 	if *tcp != 0 {
 		err = listenAndServe(net.Listen, "tcp", *tcp, errc,
@@ -64,6 +66,14 @@ func serve(args []string, stderr io.Writer) int {
 	if err == nil && *udp != 0 {
 		err = listenAndServe(net.ListenPacket, "udp", *udp, errc,
 			func(pc net.PacketConn) error { return echoserver.ServeUDP(pc, reply, nil) })
+	}
+	if err == nil && *httpPort != 0 {
+		err = listenAndServe(net.Listen, "tcp", *httpPort, errc, func(ln net.Listener) error {
+			return http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				addr, _ := net.ResolveTCPAddr("tcp", r.RemoteAddr)
+				fmt.Fprintln(w, reply(addr))
+			}))
+		})
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
