@@ -14,23 +14,15 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
-	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -46,12 +38,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-ipvs/kube-ipvs/test/apiserver/controlplane"
 )
 
 const (
 	// guestAPI is where the guest reaches the API server (a QEMU guestfwd), and guestCtl the
 	// host's control listener. The serving certificate names 10.0.2.100.
-	guestAPI = "10.0.2.100:6443"
+	guestAPI = controlplane.GuestAPI
 	guestCtl = "10.0.2.100:7000"
 )
 
@@ -70,16 +64,15 @@ func run() int {
 		flag.Usage()
 		return 2
 	}
-	h := &host{bin: *bin, repo: *repo, stage: *stage}
 	dir, err := os.MkdirTemp("", "kipvs-e2e.")
 	if err != nil {
 		logf("%v", err)
 		return 1
 	}
-	h.dir = dir
+	h := &host{Plane: &controlplane.Plane{Bin: *bin, Dir: dir, Logf: logf}, repo: *repo, stage: *stage}
 	// The processes this program started are stopped by their PIDs; the temp folder goes.
 	defer func() {
-		h.stopAll()
+		h.StopAll()
 		if os.Getenv("E2E_KEEP") != "" {
 			logf("kept %s (E2E_KEEP)", dir)
 		} else {
@@ -91,72 +84,43 @@ func run() int {
 	rc, err := h.main(ctx)
 	if err != nil {
 		logf("ERROR: %v", err)
-		h.dumpLogs()
+		h.DumpLogs()
 		return 1
 	}
 	if rc != 0 {
-		h.dumpLogs()
+		h.DumpLogs()
 	}
 	return rc
 }
 
 type host struct {
-	bin, repo, stage, dir string
-
-	mu        sync.Mutex
-	etcd      *exec.Cmd
-	apiserver *exec.Cmd
-	// apiserverExited is closed when the running API server's process has been reaped.
-	apiserverExited chan struct{}
-	apiArgs         []string
-	apiPort         int
+	*controlplane.Plane
+	repo, stage string
 }
 
 func (h *host) main(ctx context.Context) (int, error) {
 	t0 := time.Now()
-	if err := h.certs(); err != nil {
+	if err := h.Certs(); err != nil {
 		return 0, fmt.Errorf("certificates: %w", err)
 	}
-	ports, err := freePorts(4)
+	ports, err := controlplane.FreePorts(4)
 	if err != nil {
 		return 0, err
 	}
 	etcdPort, peerPort, ctlPort := ports[0], ports[1], ports[3]
-	h.apiPort = ports[2]
-	if err := h.startEtcd(etcdPort, peerPort); err != nil {
+	h.APIPort = ports[2]
+	if err := h.StartEtcd(etcdPort, peerPort); err != nil {
 		return 0, err
 	}
-	h.apiArgs = []string{
-		"--etcd-servers=http://127.0.0.1:" + fmt.Sprint(etcdPort),
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", h.apiPort),
-		"--advertise-address=127.0.0.1",
-		"--cert-dir=" + filepath.Join(h.dir, "apiserver-certs"),
-		"--tls-cert-file=" + h.path("serving.crt"), "--tls-private-key-file=" + h.path("serving.key"),
-		"--client-ca-file=" + h.path("ca.crt"),
-		"--authorization-mode=RBAC",
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + h.path("sa.pub"),
-		"--service-account-signing-key-file=" + h.path("sa.key"),
-		"--api-audiences=https://kubernetes.default.svc.cluster.local",
-		"--service-cluster-ip-range=10.96.0.0/16",
-		// No kubelet or controller manager: nothing maintains the kubernetes Service's
-		// endpoints, and a loopback address is not a valid endpoint anyway.
-		"--endpoint-reconciler-type=none",
-		// deploy/daemonset.yaml runs privileged, as kube-proxy does.
-		"--allow-privileged=true",
-		"--profiling=false",
-	}
-	if err := h.startAPIServer(ctx); err != nil {
+	h.APIArgs = h.APIServerArgs(etcdPort)
+	if err := h.StartAPIServer(ctx); err != nil {
 		return 0, err
 	}
 	logf("etcd and kube-apiserver ready on 127.0.0.1 in %s", time.Since(t0).Round(time.Millisecond))
 
-	admin, err := h.adminConfig(fmt.Sprintf("https://127.0.0.1:%d", h.apiPort))
-	if err != nil {
-		return 0, err
-	}
+	admin := h.AdminConfig()
 	cs := kubernetes.NewForConfigOrDie(admin)
-	if err := waitBootstrap(ctx, cs); err != nil {
+	if err := controlplane.WaitBootstrap(ctx, cs); err != nil {
 		return 0, err
 	}
 	if err := h.dryRunDeploy(ctx, admin); err != nil {
@@ -166,7 +130,7 @@ func (h *host) main(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("apply deploy/rbac.yaml: %w", err)
 	}
 	tr, err := cs.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "kube-ipvs", &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))},
+		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: controlplane.Ptr(int64(3600))},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("TokenRequest for kube-system/kube-ipvs: %w", err)
@@ -183,21 +147,19 @@ func (h *host) main(ctx context.Context) (int, error) {
 	defer ln.Close()
 	go h.serveControl(ctx, ln)
 
-	// QEMU runs a guestfwd command through the shell; boot.sh splits GUEST_NET at blanks, so
-	// each forward is a script whose path has none.
-	apiFwd, err := h.fwdScript("fwd-api", h.apiPort)
+	apiFwd, err := h.FwdScript("fwd-api", h.APIPort)
 	if err != nil {
 		return 0, err
 	}
-	ctlFwd, err := h.fwdScript("fwd-ctl", ctlPort)
+	ctlFwd, err := h.FwdScript("fwd-ctl", ctlPort)
 	if err != nil {
 		return 0, err
 	}
 	gnet := fmt.Sprintf("-netdev user,id=n0,restrict=on,guestfwd=tcp:%s-cmd:%s,guestfwd=tcp:%s-cmd:%s -device virtio-net-pci,netdev=n0,romfile=",
 		guestAPI, apiFwd, guestCtl, ctlFwd)
-	logf("booting the guest (network: restrict=on, forwards %s -> 127.0.0.1:%d, %s -> 127.0.0.1:%d)", guestAPI, h.apiPort, guestCtl, ctlPort)
+	logf("booting the guest (network: restrict=on, forwards %s -> 127.0.0.1:%d, %s -> 127.0.0.1:%d)", guestAPI, h.APIPort, guestCtl, ctlPort)
 	g := exec.Command(filepath.Join(h.repo, "hack/guest/boot.sh"), h.stage)
-	g.Env = append(os.Environ(), "GUEST_NET="+gnet, "GUEST_TIMEOUT="+envOr("GUEST_TIMEOUT", "600"))
+	g.Env = append(os.Environ(), "GUEST_NET="+gnet, "GUEST_TIMEOUT="+controlplane.EnvOr("GUEST_TIMEOUT", "600"))
 	g.Stdout, g.Stderr = os.Stdout, os.Stderr
 	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := g.Start(); err != nil {
@@ -217,252 +179,6 @@ func (h *host) main(ctx context.Context) (int, error) {
 		return ee.ExitCode(), nil
 	}
 	return 0, err
-}
-
-func (h *host) path(name string) string { return filepath.Join(h.dir, name) }
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// freePorts reserves n distinct free loopback ports (the kernel picks them).
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			_ = l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// --- certificates -------------------------------------------------------------------------
-
-func (h *host) certs() error {
-	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kube-ipvs-e2e-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	if err := writePEM(h.path("ca.crt"), "CERTIFICATE", caDER); err != nil {
-		return err
-	}
-	leaf := func(name string, serial int64, tmpl *x509.Certificate) error {
-		key, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			return err
-		}
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(24*time.Hour)
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		if err := writePEM(h.path(name+".crt"), "CERTIFICATE", der); err != nil {
-			return err
-		}
-		return writePEM(h.path(name+".key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key))
-	}
-	// The API server's serving certificate: the host reaches it on 127.0.0.1, the guest on
-	// 10.0.2.100 (the forward).
-	if err := leaf("serving", 2, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kube-apiserver"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.2.100"), net.ParseIP("10.96.0.1")},
-		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-	}); err != nil {
-		return err
-	}
-	// The test's own admin credential.
-	if err := leaf("admin", 3, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "e2e-admin", Organization: []string{"system:masters"}},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}); err != nil {
-		return err
-	}
-	// Service-account signing key pair.
-	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return err
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
-	if err != nil {
-		return err
-	}
-	if err := writePEM(h.path("sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)); err != nil {
-		return err
-	}
-	return writePEM(h.path("sa.pub"), "PUBLIC KEY", pub)
-}
-
-func writePEM(path, typ string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
-}
-
-// --- processes ----------------------------------------------------------------------------
-
-func (h *host) startEtcd(port, peer int) error {
-	client := fmt.Sprintf("http://127.0.0.1:%d", port)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	cmd := exec.Command(filepath.Join(h.bin, "etcd"),
-		"--name=e2e", "--data-dir="+h.path("etcd-data"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=e2e="+peerURL, "--log-level=warn")
-	if err := startLogged(cmd, h.path("etcd.log")); err != nil {
-		return fmt.Errorf("start etcd: %w", err)
-	}
-	h.mu.Lock()
-	h.etcd = cmd
-	h.mu.Unlock()
-	return poll(60*time.Second, "etcd /health", func() bool {
-		r, err := http.Get(client + "/health")
-		if err != nil {
-			return false
-		}
-		r.Body.Close()
-		return r.StatusCode == 200
-	})
-}
-
-func startLogged(cmd *exec.Cmd, logPath string) error {
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	err = cmd.Start()
-	f.Close()
-	return err
-}
-
-func (h *host) startAPIServer(ctx context.Context) error {
-	h.mu.Lock()
-	if h.apiserver != nil {
-		h.mu.Unlock()
-		return errors.New("kube-apiserver is already running")
-	}
-	cmd := exec.Command(filepath.Join(h.bin, "kube-apiserver"), h.apiArgs...)
-	err := startLogged(cmd, h.path("apiserver.log"))
-	if err == nil {
-		h.apiserver = cmd
-	}
-	h.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("start kube-apiserver: %w", err)
-	}
-	cfg, err := h.adminConfig(fmt.Sprintf("https://127.0.0.1:%d", h.apiPort))
-	if err != nil {
-		return err
-	}
-	cfg.Timeout = 5 * time.Second
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	h.mu.Lock()
-	h.apiserverExited = exited
-	h.mu.Unlock()
-	return poll(180*time.Second, "kube-apiserver /readyz", func() bool {
-		select {
-		case <-exited:
-			return false
-		default:
-		}
-		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && strings.TrimSpace(string(body)) == "ok"
-	})
-}
-
-// stopAPIServer ends the API server this program started (SIGTERM to its PID, SIGKILL after
-// 30 s) and waits for it to exit.
-func (h *host) stopAPIServer() error {
-	h.mu.Lock()
-	cmd, exited := h.apiserver, h.apiserverExited
-	h.apiserver = nil
-	h.mu.Unlock()
-	if cmd == nil {
-		return errors.New("kube-apiserver is not running")
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	return nil
-}
-
-func (h *host) stopAll() {
-	if h.apiserver != nil {
-		_ = h.stopAPIServer()
-	}
-	h.mu.Lock()
-	etcd := h.etcd
-	h.etcd = nil
-	h.mu.Unlock()
-	if etcd != nil {
-		_ = etcd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = etcd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = etcd.Process.Kill()
-			<-done
-		}
-	}
-}
-
-func (h *host) dumpLogs() {
-	for _, name := range []string{"etcd.log", "apiserver.log"} {
-		b, err := os.ReadFile(h.path(name))
-		if err != nil {
-			continue
-		}
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-		if len(lines) > 40 {
-			lines = lines[len(lines)-40:]
-		}
-		logf("last lines of %s:\n%s", name, strings.Join(lines, "\n"))
-	}
-}
-
-func poll(limit time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return nil
 }
 
 // --- the control listener -----------------------------------------------------------------
@@ -486,9 +202,9 @@ func (h *host) serveControl(ctx context.Context, ln net.Listener) {
 			var reply string
 			switch cmd {
 			case "stop-apiserver":
-				err = h.stopAPIServer()
+				err = h.StopAPIServer()
 			case "start-apiserver":
-				err = h.startAPIServer(ctx)
+				err = h.StartAPIServer(ctx)
 			default:
 				err = fmt.Errorf("unknown command %q", cmd)
 			}
@@ -504,30 +220,6 @@ func (h *host) serveControl(ctx context.Context, ln net.Listener) {
 }
 
 // --- the cluster --------------------------------------------------------------------------
-
-func (h *host) adminConfig(server string) (*rest.Config, error) {
-	return &rest.Config{
-		Host: server,
-		TLSClientConfig: rest.TLSClientConfig{
-			CAFile: h.path("ca.crt"), CertFile: h.path("admin.crt"), KeyFile: h.path("admin.key"),
-		},
-		QPS: 50, Burst: 100,
-	}, nil
-}
-
-// waitBootstrap waits for what the API server creates itself: the kube-system and default
-// namespaces and the system priority classes the DaemonSet names.
-func waitBootstrap(ctx context.Context, cs kubernetes.Interface) error {
-	return poll(60*time.Second, "the API server's bootstrap objects", func() bool {
-		for _, ns := range []string{"kube-system", "default"} {
-			if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
-				return false
-			}
-		}
-		_, err := cs.SchedulingV1().PriorityClasses().Get(ctx, "system-node-critical", metav1.GetOptions{})
-		return err == nil
-	})
-}
 
 // kustomization is the part of deploy/kustomization.yaml this test applies itself.
 type kustomization struct {
@@ -644,15 +336,15 @@ func (h *host) apply(ctx context.Context, cfg *rest.Config, file string) error {
 // --- the guest payload --------------------------------------------------------------------
 
 func (h *host) writePayload(token string) error {
-	ca, err := os.ReadFile(h.path("ca.crt"))
+	ca, err := os.ReadFile(h.Path("ca.crt"))
 	if err != nil {
 		return err
 	}
-	cert, err := os.ReadFile(h.path("admin.crt"))
+	cert, err := os.ReadFile(h.Path("admin.crt"))
 	if err != nil {
 		return err
 	}
-	key, err := os.ReadFile(h.path("admin.key"))
+	key, err := os.ReadFile(h.Path("admin.key"))
 	if err != nil {
 		return err
 	}
@@ -686,10 +378,4 @@ cd /payload
 exec /payload/e2e-guest --kubeconfig /payload/admin.kubeconfig --proxy-kubeconfig /payload/kube-ipvs.kubeconfig --control ` + guestCtl + `
 `
 	return os.WriteFile(filepath.Join(pay, "entry"), []byte(entry), 0o755)
-}
-
-func (h *host) fwdScript(name string, port int) (string, error) {
-	p := h.path(name + ".sh")
-	script := fmt.Sprintf("#!/bin/sh\nexec busybox nc 127.0.0.1 %d\n", port)
-	return p, os.WriteFile(p, []byte(script), 0o700)
 }
