@@ -21,7 +21,8 @@ guest_kernel_unpack
 # ipset types used by later features are there and autoload as on a real node.
 module_dirs=(kernel/net/netfilter kernel/net/ipv4/netfilter kernel/net/ipv6/netfilter kernel/net/sctp)
 # Single modules by name. crc32c_generic backs libcrc32c (a soft dependency busybox ignores).
-module_names=(dummy veth bridge crc32c_generic libcrc32c virtio_pci virtio_net nf_conntrack_netlink)
+# overlay: containerd's overlayfs snapshotter on the cluster's node (make cluster).
+module_names=(dummy veth bridge crc32c_generic libcrc32c virtio_pci virtio_net nf_conntrack_netlink overlay)
 
 tools=(
   /usr/bin/bash /usr/sbin/ip /usr/bin/ss /usr/sbin/tc
