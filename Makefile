@@ -63,6 +63,10 @@ guest-scenarios: ## run every test/scenarios/*.sh in a guest of its own (SCENARI
 e2e: ## kube-ipvs in the guest against a real kube-apiserver + etcd on the host's loopback (docs/e2e.md)
 	hack/e2e/run.sh
 
+.PHONY: cluster
+cluster: ## one-node cluster: control plane on the host, kubelet + containerd in the guest, a smoke pod (docs/cluster.md); not part of test
+	hack/cluster/run.sh
+
 .PHONY: parity
 parity: ## kube-proxy v1.37's IPVS proxier beside kube-ipvs in one guest: IPVS, kube-ipvs0 and ipsets diffed (docs/differences-from-kube-proxy.md); PARITY_SHOW=1 prints both states
 	GUEST_APPEND="$(GUEST_APPEND) $(if $(PARITY_SHOW),parity.show=1)" hack/guest/run.sh test/parity/parity.sh

@@ -48,8 +48,8 @@ image() {
   mv "$tmp/${ref//[\/:]/_}"/*.tar "$tmp/"
 }
 image "$pause_ref" "$work/pause" /pause
-# The smoke pod's server: its name over HTTP on 8080 (with the client's address).
-image "$echo_ref" "$work/echo" /usr/local/bin/kipvs-echo serve,--name,kipvs-echo,--http,8080,--who
+# The smoke pod's server: its name and the client's address over HTTP on 8080 and TCP on 9000.
+image "$echo_ref" "$work/echo" /usr/local/bin/kipvs-echo serve,--name,kipvs-echo,--http,8080,--tcp,9000,--who
 mkdir -p "$repo/.cache/cluster"
 rm -rf "$out"
 mkdir -p "$out"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# make cluster: the real cluster's first step (docs/cluster.md). Builds (or takes from
+# .cache/cluster/) the cluster's binaries and images, stages the node's payload (the binaries
+# in /usr/local/bin, the CNI plugins in /opt/cni/bin, the images, hack/cluster/node.sh as the
+# entry), then runs test/apiserver's cluster-host, which starts the control plane on the
+# host's loopback, boots the guest as the node and runs the smoke check; exits with its
+# status.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../guest/common.sh"
+cd "$REPO_ROOT"
+start=$SECONDS
+
+"$REPO_ROOT/hack/deps.sh"
+bin=$("$REPO_ROOT/hack/cluster/binaries.sh")
+images=$("$REPO_ROOT/hack/cluster/images.sh" "$bin")
+
+stage=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-cluster-stage.XXXXXX")
+tools=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-cluster-tools.XXXXXX")
+trap 'rm -rf "$stage" "$tools"' EXIT
+mkdir -p "$stage/payload/images" "$stage/usr/local/bin" "$stage/opt/cni/bin"
+for b in containerd containerd-shim-runc-v2 ctr runc kubelet; do
+  cp "$bin/$b" "$stage/usr/local/bin/"
+done
+for p in ptp host-local loopback portmap; do
+  cp "$bin/$p" "$stage/opt/cni/bin/"
+done
+cp "$images"/*.tar "$stage/payload/images/"
+install -m 0755 hack/cluster/node.sh "$stage/payload/entry"
+(cd test/apiserver && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$tools/cluster-host" ./cmd/cluster-host) ||
+  die "building test/apiserver/cmd/cluster-host failed"
+(cd test/apiserver && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$stage/payload/cluster-node" ./cmd/cluster-node) ||
+  die "building test/apiserver/cmd/cluster-node failed"
+echo "cluster: binaries, images and payload ($(du -sm "$stage" | cut -f1) MiB) ready after $((SECONDS - start))s" >&2
+
+set +e
+"$tools/cluster-host" --bin "$bin" --repo "$REPO_ROOT" --stage "$stage"
+rc=$?
+set -e
+if ((rc == 0)); then
+  echo "make cluster: passed in $((SECONDS - start))s" >&2
+else
+  echo "make cluster: FAILED (exit status $rc) after $((SECONDS - start))s" >&2
+fi
+exit "$rc"

@@ -1,0 +1,517 @@
+// Command cluster-host is the host side of `make cluster` (docs/cluster.md): it runs the
+// control plane on the host's loopback (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, package controlplane), boots the guest as the cluster's one node
+// (hack/cluster/node.sh), runs the smoke check as the admin and exits with its result.
+//
+//	cluster-host --bin DIR --repo DIR --stage DIR
+//
+// DIR of --bin is hack/cluster/binaries.sh's folder; --stage is the guest payload folder,
+// already holding the node's binaries, images and entry; this program adds /payload/node/
+// (the CA and the kubelet's client certificate and kubeconfig).
+//
+// The guest's network is QEMU's restricted user network: the guest reaches the API server
+// at 10.0.2.100:6443 and this program's control listener at 10.0.2.100:7000 (guestfwds);
+// the API server reaches the kubelet and the pods through its egress selector, which sends
+// "cluster" traffic as HTTP CONNECT to a Unix socket this program forwards to a QEMU
+// hostfwd of the guest's CONNECT proxy (cluster-node connect-proxy on 10.0.2.15:8132).
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kube-ipvs/kube-ipvs/test/apiserver/controlplane"
+)
+
+const (
+	nodeName  = "kipvs-node"
+	nodeIP    = "10.0.2.15"
+	guestCtl  = "10.0.2.100:7000"
+	proxyPort = 8132
+	echoImage = "kube-ipvs/kipvs-echo:cluster"
+)
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "cluster-host: "+format+"\n", a...)
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	bin := flag("bin")
+	repo := flag("repo")
+	stage := flag("stage")
+	if bin == "" || repo == "" || stage == "" {
+		fmt.Fprintln(os.Stderr, "usage: cluster-host --bin DIR --repo DIR --stage DIR")
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "kipvs-cluster.")
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage}
+	defer func() {
+		h.StopAll()
+		if os.Getenv("CLUSTER_KEEP") != "" {
+			logf("kept %s (CLUSTER_KEEP)", dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	rc, err := h.main(ctx)
+	if err != nil {
+		logf("ERROR: %v", err)
+	}
+	if err != nil || rc != 0 {
+		h.DumpLogs("apiserver.log", "kube-controller-manager.log", "kube-scheduler.log")
+		if rc == 0 {
+			rc = 1
+		}
+	}
+	return rc
+}
+
+// flag reads --NAME VALUE or --NAME=VALUE from the command line.
+func flag(name string) string {
+	args := os.Args[1:]
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+		if a == "--"+name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+type host struct {
+	*controlplane.Plane
+	repo, stage string
+
+	mu     sync.Mutex
+	result *int // the smoke check's exit status once it is known
+}
+
+func (h *host) main(ctx context.Context) (int, error) {
+	t0 := time.Now()
+	if err := h.certs(); err != nil {
+		return 0, fmt.Errorf("certificates: %w", err)
+	}
+	ports, err := controlplane.FreePorts(7)
+	if err != nil {
+		return 0, err
+	}
+	etcdPort, peerPort, ctlPort, cmPort, schedPort, fwdPort := ports[0], ports[1], ports[3], ports[4], ports[5], ports[6]
+	h.APIPort = ports[2]
+	if err := h.StartEtcd(etcdPort, peerPort); err != nil {
+		return 0, err
+	}
+	egress := h.Path("egress.yaml")
+	sock := h.Path("egress.sock")
+	if err := os.WriteFile(egress, []byte(`apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: `+sock+"\n"), 0o600); err != nil {
+		return 0, err
+	}
+	h.APIArgs = append(h.APIServerArgs(etcdPort),
+		// The kubelet's client certificate is a node's: the Node authorizer and the
+		// NodeRestriction admission plugin confine it to its own Node and pods.
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--kubelet-client-certificate="+h.Path("apiserver-kubelet.crt"),
+		"--kubelet-client-key="+h.Path("apiserver-kubelet.key"),
+		"--kubelet-preferred-address-types=InternalIP",
+		"--egress-selector-config-file="+egress,
+	)
+	if err := h.StartAPIServer(ctx); err != nil {
+		return 0, err
+	}
+	kc := func(name, user string) (string, error) {
+		p := h.Path(name + ".kubeconfig")
+		return p, h.kubeconfig(p, fmt.Sprintf("https://127.0.0.1:%d", h.APIPort), user, false)
+	}
+	cmKC, err := kc("controller-manager", "controller-manager")
+	if err != nil {
+		return 0, err
+	}
+	schedKC, err := kc("scheduler", "scheduler")
+	if err != nil {
+		return 0, err
+	}
+	adminKC, err := kc("admin", "admin")
+	if err != nil {
+		return 0, err
+	}
+	if err := h.Start("kube-controller-manager",
+		"--kubeconfig="+cmKC, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cmPort),
+		"--cert-dir="+h.Path("cm-certs"), "--leader-elect=false",
+		"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-account-private-key-file="+h.Path("sa.key"), "--root-ca-file="+h.Path("ca.crt"),
+		"--use-service-account-credentials=true", "--controllers=*",
+	); err != nil {
+		return 0, err
+	}
+	if err := h.Start("kube-scheduler",
+		"--kubeconfig="+schedKC, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
+		"--cert-dir="+h.Path("sched-certs"), "--leader-elect=false",
+	); err != nil {
+		return 0, err
+	}
+	logf("control plane up on 127.0.0.1 in %s (etcd, kube-apiserver :%d, kube-controller-manager, kube-scheduler)",
+		time.Since(t0).Round(time.Millisecond), h.APIPort)
+
+	if err := h.writePayload(); err != nil {
+		return 0, err
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", ctlPort))
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	go h.serveControl(ln)
+	uds, err := net.Listen("unix", sock)
+	if err != nil {
+		return 0, err
+	}
+	defer uds.Close()
+	go forward(uds, fmt.Sprintf("127.0.0.1:%d", fwdPort))
+
+	apiFwd, err := h.FwdScript("fwd-api", h.APIPort)
+	if err != nil {
+		return 0, err
+	}
+	ctlFwd, err := h.FwdScript("fwd-ctl", ctlPort)
+	if err != nil {
+		return 0, err
+	}
+	gnet := fmt.Sprintf("-netdev user,id=n0,restrict=on,guestfwd=tcp:%s-cmd:%s,guestfwd=tcp:%s-cmd:%s,hostfwd=tcp:127.0.0.1:%d-%s:%d -device virtio-net-pci,netdev=n0,romfile=",
+		controlplane.GuestAPI, apiFwd, guestCtl, ctlFwd, fwdPort, nodeIP, proxyPort)
+	logf("booting the node (network: restrict=on; guest -> %s, %s; host 127.0.0.1:%d -> %s:%d)",
+		controlplane.GuestAPI, guestCtl, fwdPort, nodeIP, proxyPort)
+	g := exec.Command(filepath.Join(h.repo, "hack/guest/boot.sh"), h.stage)
+	g.Env = append(os.Environ(), "GUEST_NET="+gnet,
+		"GUEST_TIMEOUT="+controlplane.EnvOr("GUEST_TIMEOUT", "1500"),
+		"GUEST_MEM="+controlplane.EnvOr("GUEST_MEM", "4096"))
+	g.Stdout, g.Stderr = os.Stdout, os.Stderr
+	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := g.Start(); err != nil {
+		return 0, err
+	}
+	bootStart := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+
+	smoke := make(chan error, 1)
+	go func() { smoke <- h.smoke(ctx, adminKC, bootStart) }()
+	var smokeErr error
+	select {
+	case smokeErr = <-smoke:
+		rc := 0
+		if smokeErr != nil {
+			logf("smoke check FAILED: %v", smokeErr)
+			rc = 1
+		}
+		h.mu.Lock()
+		h.result = &rc
+		h.mu.Unlock()
+		// The guest asks the control listener every 2 s and then stops.
+		select {
+		case err = <-done:
+		case <-time.After(120 * time.Second):
+			logf("the guest did not stop after the check; ending it")
+			_ = syscall.Kill(-g.Process.Pid, syscall.SIGTERM)
+			err = <-done
+		}
+	case err = <-done:
+		smokeErr = errors.New("the guest stopped before the smoke check ended")
+	case <-ctx.Done():
+		_ = syscall.Kill(-g.Process.Pid, syscall.SIGTERM)
+		err = <-done
+		smokeErr = ctx.Err()
+	}
+	var ee *exec.ExitError
+	rc := 0
+	if errors.As(err, &ee) {
+		rc = ee.ExitCode()
+	} else if err != nil {
+		return 0, err
+	}
+	if smokeErr != nil {
+		return 0, smokeErr
+	}
+	return rc, nil
+}
+
+func (h *host) certs() error {
+	if err := h.Certs(); err != nil {
+		return err
+	}
+	for _, c := range []struct{ file, cn, group string }{
+		{"controller-manager", "system:kube-controller-manager", ""},
+		{"scheduler", "system:kube-scheduler", ""},
+		{"kubelet", "system:node:" + nodeName, "system:nodes"},
+		// The API server's client certificate towards the kubelet (exec, logs).
+		{"apiserver-kubelet", "kube-apiserver-kubelet-client", "system:masters"},
+	} {
+		var groups []string
+		if c.group != "" {
+			groups = []string{c.group}
+		}
+		if err := h.ClientCert(c.file, c.cn, groups...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kubeconfig writes a kubeconfig for the client certificate CERT.crt/.key; embed puts the
+// files' contents in it (for the guest), otherwise it names them.
+func (h *host) kubeconfig(path, server, cert string, embed bool) error {
+	c := clientcmdapi.NewConfig()
+	auth := &clientcmdapi.AuthInfo{ClientCertificate: h.Path(cert + ".crt"), ClientKey: h.Path(cert + ".key")}
+	cl := &clientcmdapi.Cluster{Server: server, CertificateAuthority: h.Path("ca.crt")}
+	if embed {
+		ca, err := os.ReadFile(h.Path("ca.crt"))
+		if err != nil {
+			return err
+		}
+		crt, err := os.ReadFile(h.Path(cert + ".crt"))
+		if err != nil {
+			return err
+		}
+		key, err := os.ReadFile(h.Path(cert + ".key"))
+		if err != nil {
+			return err
+		}
+		auth = &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key}
+		cl = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	}
+	c.Clusters["kipvs"] = cl
+	c.AuthInfos[cert] = auth
+	c.Contexts["kipvs"] = &clientcmdapi.Context{Cluster: "kipvs", AuthInfo: cert}
+	c.CurrentContext = "kipvs"
+	return clientcmd.WriteToFile(*c, path)
+}
+
+// writePayload adds /payload/node/: the CA, the kubelet's certificate and its kubeconfig.
+func (h *host) writePayload() error {
+	dst := filepath.Join(h.stage, "payload", "node")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{"ca.crt", "kubelet.crt", "kubelet.key"} {
+		b, err := os.ReadFile(h.Path(f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return h.kubeconfig(filepath.Join(dst, "kubelet.kubeconfig"), "https://"+controlplane.GuestAPI, "kubelet", true)
+}
+
+// serveControl answers the guest's "status" with "running" until the check is over, then
+// with "done N".
+func (h *host) serveControl(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+				return
+			}
+			h.mu.Lock()
+			r := h.result
+			h.mu.Unlock()
+			if r == nil {
+				fmt.Fprintln(c, "running")
+				return
+			}
+			fmt.Fprintf(c, "done %d\n", *r)
+		}()
+	}
+}
+
+// forward copies every connection accepted on ln to a new connection to addr.
+func forward(ln net.Listener, addr string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				logf("egress forward: %v", err)
+				return
+			}
+			defer up.Close()
+			go func() { _, _ = io.Copy(up, c); _ = up.(*net.TCPConn).CloseWrite() }()
+			_, _ = io.Copy(c, up)
+		}()
+	}
+}
+
+// --- the smoke check ----------------------------------------------------------------------
+
+func (h *host) smoke(ctx context.Context, adminKC string, bootStart time.Time) error {
+	cs := kubernetes.NewForConfigOrDie(h.AdminConfig())
+	since := func() string { return time.Since(bootStart).Round(time.Second).String() }
+	var last string
+	note := func(s string) {
+		if s != last {
+			logf("  %s: %s", since(), s)
+			last = s
+		}
+	}
+	// 1. The Node registers and becomes Ready.
+	if err := controlplane.Poll(15*time.Minute, "Node "+nodeName+" Ready", func() bool {
+		n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			note("Node: " + err.Error())
+			return false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				note(fmt.Sprintf("Node registered, podCIDR %q, Ready=%s (%s)", n.Spec.PodCIDR, c.Status, c.Reason))
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		note("Node registered, no Ready condition yet")
+		return false
+	}); err != nil {
+		return err
+	}
+	n, _ := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	logf("PASS Node %s Ready %s after boot (kubelet %s, %s, podCIDR %s, InternalIP %s)", nodeName, since(),
+		n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.ContainerRuntimeVersion, n.Spec.PodCIDR, internalIP(n))
+	_, cidr, err := net.ParseCIDR(n.Spec.PodCIDR)
+	if err != nil {
+		return fmt.Errorf("podCIDR %q: %w", n.Spec.PodCIDR, err)
+	}
+
+	// 2. A pod of the test image is scheduled, gets an address of the podCIDR and runs.
+	if err := controlplane.Poll(5*time.Minute, "ServiceAccount default/default", func() bool {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	}); err != nil {
+		return err
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Labels: map[string]string{"app": "smoke"}},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: controlplane.Ptr(false),
+			Containers: []corev1.Container{{
+				Name: "echo", Image: echoImage, ImagePullPolicy: corev1.PullNever,
+				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			}},
+		},
+	}
+	podStart := time.Now()
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create Pod smoke: %w", err)
+	}
+	var ip string
+	if err := controlplane.Poll(10*time.Minute, "Pod smoke Running", func() bool {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "smoke", metav1.GetOptions{})
+		if err != nil {
+			note("Pod: " + err.Error())
+			return false
+		}
+		st := string(p.Status.Phase)
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Waiting != nil {
+				st += " " + c.State.Waiting.Reason + " " + c.State.Waiting.Message
+			}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Status != corev1.ConditionTrue && c.Message != "" {
+				st += " " + string(c.Type) + ": " + c.Message
+			}
+		}
+		note(fmt.Sprintf("Pod smoke on %q: %s", p.Spec.NodeName, st))
+		ip = p.Status.PodIP
+		return p.Status.Phase == corev1.PodRunning
+	}); err != nil {
+		return err
+	}
+	if !cidr.Contains(net.ParseIP(ip)) {
+		return fmt.Errorf("Pod smoke has IP %q, not in the podCIDR %s", ip, cidr)
+	}
+	logf("PASS Pod smoke Running %s after its creation, IP %s in %s", time.Since(podStart).Round(time.Second), ip, cidr)
+
+	// 3. The host reads what the pod serves, through the API server's pod proxy (the egress
+	// selector and the guest's CONNECT proxy).
+	t := time.Now()
+	body, err := cs.CoreV1().Pods("default").ProxyGet("http", "smoke", "8080", "/", nil).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("pod proxy GET smoke:8080/: %w", err)
+	}
+	got := strings.TrimSpace(string(body))
+	if !strings.HasPrefix(got, "kipvs-echo ") {
+		return fmt.Errorf("pod proxy GET smoke:8080/ answered %q, want \"kipvs-echo ADDRESS\"", got)
+	}
+	logf("PASS pod proxy: GET smoke:8080/ answered %q in %s", got, time.Since(t).Round(time.Millisecond))
+
+	// 4. The API server reaches the kubelet: logs and exec (kubectl, as a user runs them).
+	kubectl := func(args ...string) (string, time.Duration, error) {
+		t := time.Now()
+		out, err := exec.CommandContext(ctx, filepath.Join(h.Bin, "kubectl"),
+			append([]string{"--kubeconfig=" + adminKC, "--request-timeout=60s"}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), time.Since(t), err
+	}
+	out, d, err := kubectl("exec", "smoke", "--", "/usr/local/bin/kipvs-echo", "ask", "--count", "1", "127.0.0.1:9000")
+	if err != nil {
+		return fmt.Errorf("kubectl exec smoke: %v: %s", err, out)
+	}
+	logf("PASS kubectl exec smoke -- kipvs-echo ask 127.0.0.1:9000: %q in %s", out, d.Round(time.Millisecond))
+	out, d, err = kubectl("logs", "smoke")
+	if err != nil {
+		return fmt.Errorf("kubectl logs smoke: %v: %s", err, out)
+	}
+	logf("PASS kubectl logs smoke in %s (%d bytes)", d.Round(time.Millisecond), len(out))
+	return nil
+}
+
+func internalIP(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
