@@ -277,15 +277,21 @@ func (p *Plane) StartAPIServer(ctx context.Context) error {
 	p.mu.Lock()
 	p.apiserverExited = exited
 	p.mu.Unlock()
-	return Poll(180*time.Second, "kube-apiserver /readyz", func() bool {
+	dead := false
+	err = Poll(180*time.Second, "kube-apiserver /readyz", func() bool {
 		select {
 		case <-exited:
-			return false
+			dead = true
+			return true
 		default:
 		}
 		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && strings.TrimSpace(string(body)) == "ok"
 	})
+	if dead {
+		return errors.New("kube-apiserver exited (apiserver.log says why)")
+	}
+	return err
 }
 
 // StopAPIServer ends the API server this program started (SIGTERM to its PID, SIGKILL after

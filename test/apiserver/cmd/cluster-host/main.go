@@ -141,10 +141,15 @@ egressSelections:
         udsName: `+sock+"\n"), 0o600); err != nil {
 		return 0, err
 	}
-	h.APIArgs = append(h.APIServerArgs(etcdPort),
+	args := h.APIServerArgs(etcdPort)
+	for i, a := range args {
 		// The kubelet's client certificate is a node's: the Node authorizer and the
 		// NodeRestriction admission plugin confine it to its own Node and pods.
-		"--authorization-mode=Node,RBAC",
+		if a == "--authorization-mode=RBAC" {
+			args[i] = "--authorization-mode=Node,RBAC"
+		}
+	}
+	h.APIArgs = append(args,
 		"--enable-admission-plugins=NodeRestriction",
 		"--kubelet-client-certificate="+h.Path("apiserver-kubelet.crt"),
 		"--kubelet-client-key="+h.Path("apiserver-kubelet.key"),
