@@ -38,7 +38,8 @@ if [[ -z ${KIPVS_NODE_ROOT:-} ]]; then
   log "root copied into a tmpfs ($(du -sm /newroot | cut -f1) MiB)"
   cd /newroot
   mount --move . /
-  exec chroot . /usr/bin/env KIPVS_NODE_ROOT=1 START="$start" /usr/bin/bash /payload/entry
+  export KIPVS_NODE_ROOT=1 START=$start
+  exec chroot . /usr/bin/bash /payload/entry
 fi
 start=${START:-$start}
 
