@@ -12,6 +12,7 @@ packages=(
   netbase           # /etc/protocols and /etc/services, read by iptables and ipset
   file              # tells static from dynamic binaries when the image is assembled
   debian-archive-keyring  # verifies the Debian packages make image fetches with its own apt state
+  libseccomp-dev    # the cluster's runc links libseccomp statically (hack/cluster/binaries.sh)
 )
 
 installed() {

@@ -77,11 +77,12 @@ build "$node" containerd-shim-runc-v2 0 "$ctags no_grpc" "$cflags" \
 build "$node" ctr 0 "$ctags" "$cflags" github.com/containerd/containerd/v2/cmd/ctr
 
 # runc needs cgo (libcontainer/nsenter is C, run before the Go runtime starts), linked statically
-# by gcc against glibc. Its Makefile's default tags are "seccomp urfave_cli_no_docs libpathrs";
-# seccomp is left out because it links libseccomp (libseccomp-dev is not installed here, and
-# kubelet's pods run Unconfined unless they ask for a profile), and libpathrs because it links a
-# Rust library (runc falls back to its pure-Go pathrs-lite).
-build "$node" runc 1 "urfave_cli_no_docs netgo osusergo" "-extldflags -static" \
+# by gcc against glibc and libseccomp (libseccomp-dev, hack/deps.sh). Its Makefile's default tags
+# are "seccomp urfave_cli_no_docs libpathrs": seccomp is needed, since containerd's CRI gives
+# pod sandboxes a seccomp profile whatever the pod asks (a runc without it fails every pod with
+# "seccomp: config provided but seccomp not supported"); libpathrs is left out because it
+# links a Rust library (runc falls back to its pure-Go pathrs-lite).
+build "$node" runc 1 "seccomp urfave_cli_no_docs netgo osusergo" "-extldflags -static" \
   github.com/opencontainers/runc
 
 pv=$(version "$node" github.com/containernetworking/plugins)
