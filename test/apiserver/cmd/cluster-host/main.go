@@ -496,9 +496,17 @@ func (h *host) smoke(ctx context.Context, adminKC string, bootStart time.Time) e
 
 	// 3. The host reads what the pod serves, through the API server's pod proxy (the egress
 	// selector and the guest's CONNECT proxy).
+	// Running means the process started, not that it listens yet: retry for a minute.
 	t := time.Now()
-	body, err := cs.CoreV1().Pods("default").ProxyGet("http", "smoke", "8080", "/", nil).DoRaw(ctx)
-	if err != nil {
+	var body []byte
+	if perr := controlplane.Poll(time.Minute, "an answer through the pod proxy", func() bool {
+		body, err = cs.CoreV1().Pods("default").ProxyGet("http", "smoke", "8080", "/", nil).DoRaw(ctx)
+		if err != nil {
+			note("pod proxy: " + err.Error())
+			time.Sleep(time.Second)
+		}
+		return err == nil
+	}); perr != nil {
 		return fmt.Errorf("pod proxy GET smoke:8080/: %w", err)
 	}
 	got := strings.TrimSpace(string(body))
