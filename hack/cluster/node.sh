@@ -127,9 +127,6 @@ resolvConf: /etc/resolv.conf
 localStorageCapacityIsolation: false
 evictionHard: {memory.available: "50Mi", nodefs.available: "1%", imagefs.available: "1%"}
 imageGCHighThresholdPercent: 100
-# runc is built without libseccomp (docs/cluster.md): a pod that asks for a seccomp profile
-# cannot start, so none is given by default.
-seccompDefault: false
 EOF
 kubelet --config=/etc/kubernetes/kubelet.yaml --kubeconfig=/etc/kubernetes/kubelet.kubeconfig \
   --hostname-override="$node" --node-ip="$ip" --v=1 >/var/log/kubelet.log 2>&1 &

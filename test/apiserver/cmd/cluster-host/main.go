@@ -451,10 +451,6 @@ func (h *host) smoke(ctx context.Context, adminKC string, bootStart time.Time) e
 		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Labels: map[string]string{"app": "smoke"}},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: controlplane.Ptr(false),
-			// The node's runc has no seccomp support (docs/cluster.md).
-			SecurityContext: &corev1.PodSecurityContext{
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined},
-			},
 			Containers: []corev1.Container{{
 				Name: "echo", Image: echoImage, ImagePullPolicy: corev1.PullNever,
 				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
