@@ -46,7 +46,7 @@ func TestRateEstimationSwitch(t *testing.T) {
 		}
 		p.stop()
 		p = startProxy(t, dir, "--ipvs-rate-estimation=off")
-		p.waitLog(`msg="setting kernel parameters failed" err="sysctl ` + sysctl.RunEstimation + `=0 \([^)]*Linux 5\.16`)
+		p.waitLog(`msg="setting a kernel parameter failed" err="sysctl ` + sysctl.RunEstimation + `=0 \([^)]*Linux 5\.16`)
 		p.waitLog(`msg="sync done"`)
 		balanced()
 		return
