@@ -245,33 +245,14 @@ egressSelections:
 			logf("smoke check FAILED: %v", smokeErr)
 			rc = 1
 		}
-		h.mu.Lock()
-		h.result = &rc
-		h.mu.Unlock()
-		// The guest asks the control listener every 2 s and then stops.
-		select {
-		case err = <-done:
-		case <-time.After(120 * time.Second):
-			logf("the guest did not stop after the check; ending it")
-			_ = syscall.Kill(-g.Process.Pid, syscall.SIGTERM)
-			err = <-done
-		}
+		err = h.stopGuest(rc, g, done, 120*time.Second)
 	case err = <-done:
 		smokeErr = errors.New("the guest stopped before the smoke check ended")
 	case <-ctx.Done():
 		// Interrupted: the guest asks every 2 s once it is up and stops when told; QEMU runs
 		// under timeout(1) in a process group of its own, which ending boot.sh's group
 		// would leave running.
-		rc := 130
-		h.mu.Lock()
-		h.result = &rc
-		h.mu.Unlock()
-		select {
-		case err = <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-g.Process.Pid, syscall.SIGTERM)
-			err = <-done
-		}
+		err = h.stopGuest(130, g, done, 30*time.Second)
 		smokeErr = ctx.Err()
 	}
 	var ee *exec.ExitError
@@ -285,6 +266,23 @@ egressSelections:
 		return 0, smokeErr
 	}
 	return rc, nil
+}
+
+// stopGuest tells the guest to stop with rc (it asks the control listener every 2 s) and
+// waits for it; after grace it ends the guest's process group. It returns the guest's
+// exit error.
+func (h *host) stopGuest(rc int, g *exec.Cmd, done <-chan error, grace time.Duration) error {
+	h.mu.Lock()
+	h.result = &rc
+	h.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(grace):
+		logf("the guest did not stop within %s of being told; ending it", grace)
+		_ = syscall.Kill(-g.Process.Pid, syscall.SIGTERM)
+		return <-done
+	}
 }
 
 func (h *host) certs() error {
