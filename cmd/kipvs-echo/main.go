@@ -1,21 +1,21 @@
-// Command kipvs-echo is the test backend and client of the guest bench and the demo: a server
-// that answers every TCP connection and UDP datagram with its name, and a client that sends
-// requests to an address and counts which names answered. It is not part of the proxy.
+// Command kipvs-echo is the test backend and client of the guest bench, the demo and the
+// cluster's pods: a server that answers every TCP connection and UDP datagram with its name,
+// and clients that send requests to an address and count which names answered, or hold one
+// connection open and check that it keeps answering. It is not part of the proxy.
 //
-//	kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT] [--http PORT] [--who]
-//	kipvs-echo ask [--udp [--source-port P]] [--count N] [--summary] HOST:PORT
+//	kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT] [--http PORT] [--who] [--drain D]
+//	kipvs-echo ask [--udp [--source-port P]] [--count N] [--interval D] [--summary] HOST:PORT
+//	kipvs-echo hold [--every D] HOST:PORT
 package main
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"sort"
-	"strings"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -37,6 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "ask":
 		return ask(args[1:], stdout, stderr)
+	case "hold":
+		return hold(args[1:], os.Stdin, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "kipvs-echo: unknown command %q\n", args[0])
 	return 2
@@ -49,6 +51,7 @@ func serve(args []string, stderr io.Writer) int {
 	udp := fs.Int("udp", 0, "UDP port to listen on (all addresses)")
 	httpPort := fs.Int("http", 0, "HTTP port to listen on (all addresses): every request gets the answer as its body (the cluster's pod proxy reads it)")
 	who := fs.Bool("who", false, "answer \"NAME CLIENT-IP\", so a client can see whether its address was masqueraded")
+	drain := fs.Duration("drain", 0, "on SIGTERM keep serving this long, then exit 0, as a server behind a Service does while the proxies stop sending it new connections (0: SIGTERM ends it at once)")
 	if err := fs.Parse(args); err != nil || *name == "" || (*tcp == 0 && *udp == 0 && *httpPort == 0) {
 		fmt.Fprintln(stderr, "usage: kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT] [--http PORT]")
 		return 2
@@ -79,8 +82,19 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintln(stderr, <-errc)
-	return 1
+	// In a container the server is PID 1, which the kernel sends no default-handled signal:
+	// without this handler SIGTERM would be ignored until the kubelet's SIGKILL.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case err := <-errc:
+		fmt.Fprintln(stderr, err)
+		return 1
+	case sig := <-term:
+		fmt.Fprintf(stderr, "%s: serving %s more, then exiting\n", sig, *drain)
+		time.Sleep(*drain)
+		return 0
+	}
 }
 
 // listenAndServe listens on port (all addresses) and serves there in the background; the
@@ -93,76 +107,4 @@ func listenAndServe[L any](listen func(network, addr string) (L, error), network
 	}
 	go func() { errc <- serve(l) }()
 	return nil
-}
-
-func ask(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("ask", pflag.ContinueOnError)
-	udp := fs.Bool("udp", false, "send a UDP datagram instead of connecting over TCP")
-	count := fs.Int("count", 1, "how many requests (each a new connection or source port)")
-	summary := fs.Bool("summary", false, "print how many answers each name gave instead of every answer")
-	timeout := fs.Duration("timeout", 3*time.Second, "time limit of each request")
-	sport := fs.Uint16("source-port", 0, "send from this local port (UDP only): every request, and every run, is then one flow to conntrack")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 || (*sport != 0 && !*udp) {
-		fmt.Fprintln(stderr, "usage: kipvs-echo ask [--udp [--source-port P]] [--count N] [--summary] HOST:PORT")
-		return 2
-	}
-	addr := fs.Arg(0)
-	counts := map[string]int{}
-	failed := 0
-	for i := 0; i < *count; i++ {
-		name, err := once(addr, *udp, *sport, *timeout)
-		if err != nil {
-			failed++
-			fmt.Fprintf(stderr, "request %d to %s: %v\n", i+1, addr, err)
-			continue
-		}
-		counts[name]++
-		if !*summary {
-			fmt.Fprintln(stdout, name)
-		}
-	}
-	if *summary {
-		names := make([]string, 0, len(counts))
-		for n := range counts {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			fmt.Fprintf(stdout, "%-12s %d\n", n, counts[n])
-		}
-		if failed > 0 {
-			fmt.Fprintf(stdout, "%-12s %d\n", "(failed)", failed)
-		}
-	}
-	if failed > 0 {
-		return 1
-	}
-	return 0
-}
-
-func once(addr string, udp bool, sport uint16, timeout time.Duration) (string, error) {
-	network := "tcp"
-	if udp {
-		network = "udp"
-	}
-	d := net.Dialer{Timeout: timeout}
-	if sport != 0 {
-		d.LocalAddr = &net.UDPAddr{Port: int(sport)}
-	}
-	c, err := d.Dial(network, addr)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(timeout))
-	if udp {
-		if _, err := c.Write([]byte("who\n")); err != nil {
-			return "", err
-		}
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
-		return "", err
-	}
-	return strings.TrimSpace(line), nil
 }
