@@ -64,8 +64,12 @@ e2e: ## kube-ipvs in the guest against a real kube-apiserver + etcd on the host'
 	hack/e2e/run.sh
 
 .PHONY: cluster
-cluster: ## one-node cluster: control plane on the host, kubelet + containerd in the guest, a smoke pod (docs/cluster.md); not part of test
-	hack/cluster/run.sh
+cluster: ## one-node cluster (control plane on the host, kubelet + containerd in the guest), kube-ipvs from deploy/, CoreDNS, traffic checks (docs/cluster.md); not part of test
+	hack/cluster/run.sh smoke
+
+.PHONY: cluster-test
+cluster-test: ## make cluster plus the operator checks: rolling update, re-created Pod, scaling (docs/cluster.md); not part of test
+	hack/cluster/run.sh all
 
 .PHONY: parity
 parity: ## kube-proxy v1.37's IPVS proxier beside kube-ipvs in one guest: IPVS, kube-ipvs0 and ipsets diffed (docs/differences-from-kube-proxy.md); PARITY_SHOW=1 prints both states

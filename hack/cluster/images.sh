@@ -2,11 +2,17 @@
 # images.sh BINDIR: prints the folder holding the cluster's container images as `docker load`
 # archives (linux/amd64), which the node imports with `ctr -n k8s.io images import`; no
 # registry is involved, so each is tagged with the name pods and containerd ask for:
-#   pause-amd64.tar       registry.k8s.io/pause:3.10.1   BINDIR/pause (our Go pause)
-#   kipvs-echo-amd64.tar  kube-ipvs/kipvs-echo:cluster   cmd/kipvs-echo (the smoke pod)
-# Built with hack/image's Go tool (the code of `make image`), each from a root file system
-# holding only its static binary. Cached in .cache/cluster/images-<key>, the key hashing the
-# binaries, hack/image's sources and this script.
+#   pause-amd64.tar           registry.k8s.io/pause:3.10.1       BINDIR/pause (our Go pause)
+#   kipvs-echo-amd64.tar      kube-ipvs/kipvs-echo:cluster       cmd/kipvs-echo (test pods)
+#   coredns-amd64.tar         registry.k8s.io/coredns/coredns:vX  BINDIR/coredns (cluster DNS)
+#   kube-ipvs-cluster.tar     kube-ipvs:cluster                  `make image`, amd64 only
+#   kube-ipvs-cluster-next.tar kube-ipvs:cluster-next            the same, rebuilt under
+#                                                                another version (the rolling
+#                                                                update's target)
+# kube-ipvs's images are `make image`'s (hack/image/build.sh, Debian packages and all); the
+# others are built with its Go tool from a root file system holding only their static binary.
+# Cached in .cache/cluster/images-<key>, the key hashing the binaries, hack/image's sources
+# and this script.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -17,17 +23,28 @@ export PATH=$PATH:/usr/local/go/bin GOWORK=off
 # pod's image.
 pause_ref=registry.k8s.io/pause:3.10.1
 echo_ref=kube-ipvs/kipvs-echo:cluster
+coredns_version=$(awk '$1 == "github.com/coredns/coredns" {print $2}' "$repo/test/coredns/go.mod")
+coredns_ref=registry.k8s.io/coredns/coredns:${coredns_version:?no coredns in test/coredns/go.mod}
+kipvs_tags="cluster cluster-next"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-images.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/echo/usr/local/bin" "$work/pause"
+mkdir -p "$work/echo/usr/local/bin" "$work/pause" "$work/coredns"
 (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/echo/usr/local/bin/kipvs-echo" ./cmd/kipvs-echo)
+# Only to key the cache: hack/image/build.sh builds its own, with the version stamped in.
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/kube-ipvs" ./cmd/kube-ipvs)
 cp "$bin/pause" "$work/pause/pause"
+cp "$bin/coredns" "$work/coredns/coredns"
 
-key=$(cat "$work/echo/usr/local/bin/kipvs-echo" "$work/pause/pause" "$repo"/hack/image/*.go \
+key=$(cat "$work/echo/usr/local/bin/kipvs-echo" "$work/pause/pause" "$work/coredns/coredns" \
+  "$work/kube-ipvs" "$repo"/hack/image/*.go "$repo"/hack/image/*.sh "$repo/hack/image/packages.txt" \
   "$repo/hack/image/go.sum" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
 out=$repo/.cache/cluster/images-$key
-if [[ -f $out/pause-amd64.tar && -f $out/kipvs-echo-amd64.tar ]]; then
+names="pause-amd64.tar kipvs-echo-amd64.tar coredns-amd64.tar"
+for t in $kipvs_tags; do names+=" kube-ipvs-$t.tar"; done
+cached=1
+for n in $names; do [[ -f $out/$n ]] || cached=0; done
+if ((cached)); then
   echo "cluster: images from cache $out" >&2
   echo "$out"
   exit 0
@@ -50,6 +67,12 @@ image() {
 image "$pause_ref" "$work/pause" /pause
 # The smoke pod's server: its name and the client's address over HTTP on 8080 and TCP on 9000.
 image "$echo_ref" "$work/echo" /usr/local/bin/kipvs-echo serve,--name,kipvs-echo,--http,8080,--tcp,9000,--who
+# Upstream's CoreDNS image is its binary as the entrypoint; the Deployment passes -conf.
+image "$coredns_ref" "$work/coredns" /coredns
+for t in $kipvs_tags; do
+  IMAGE_ARCHES=amd64 IMAGE_OUT="$work/kipvs-$t" VERSION=$t "$repo/hack/image/build.sh" >/dev/null
+  mv "$work/kipvs-$t/kube-ipvs-amd64.tar" "$tmp/kube-ipvs-$t.tar"
+done
 mkdir -p "$repo/.cache/cluster"
 rm -rf "$out"
 mkdir -p "$out"

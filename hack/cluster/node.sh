@@ -133,19 +133,33 @@ kubelet --config=/etc/kubernetes/kubelet.yaml --kubeconfig=/etc/kubernetes/kubel
 log "kubelet $(kubelet --version | awk '{print $2}') started"
 
 /payload/cluster-node connect-proxy --listen "$ip:8132" >/var/log/connect-proxy.log 2>&1 &
+/payload/cluster-node agent --listen "$ip:8133" >/var/log/agent.log 2>&1 &
+
+# "outside": a network namespace standing for another host on the node's network, for the
+# checks' NodePort requests from outside the node (192.168.200.2, routed through the node).
+ip netns add outside
+ip link add veth-outside type veth peer name eth0 netns outside
+ip addr add 192.168.200.1/24 dev veth-outside
+ip link set veth-outside up
+ip -n outside addr add 192.168.200.2/24 dev eth0
+ip -n outside link set lo up
+ip -n outside link set eth0 up
+ip -n outside route add default via 192.168.200.1
 
 cidr=$(/payload/cluster-node pod-cidr --server "$api" --ca /etc/kubernetes/ca.crt \
   --cert /etc/kubernetes/kubelet.crt --key /etc/kubernetes/kubelet.key --node "$node")
 # ptp gives each pod a veth pair and a /32 route to it on the node, with no bridge, the way
 # kindnet does: routed, so the node's own routing (and later kube-ipvs) sees every pod
 # address, and no br_netfilter is needed. host-local hands out the node's podCIDR;
-# portmap serves hostPorts. (containerd adds the loopback plugin itself.)
+# portmap serves hostPorts. (containerd adds the loopback plugin itself.) ipMasq masquerades
+# what pods send outside the podCIDR, as kindnet does: the API server's address (the
+# `kubernetes` Service's endpoint) is QEMU's, which knows no route back to a pod.
 cat >/etc/cni/net.d/10-kipvs.conflist <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "kipvs",
   "plugins": [
-    {"type": "ptp", "ipMasq": false, "mtu": 1500,
+    {"type": "ptp", "ipMasq": true, "mtu": 1500,
      "ipam": {"type": "host-local", "ranges": [[{"subnet": "$cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
@@ -164,7 +178,7 @@ done
 rc=${reply#done }
 log "host says $reply"
 if [[ $rc != 0 ]]; then
-  for f in /var/log/kubelet.log /var/log/containerd.log /var/log/connect-proxy.log; do
+  for f in /var/log/kubelet.log /var/log/containerd.log /var/log/connect-proxy.log /var/log/agent.log; do
     echo "--- last lines of $f"
     tail -n 40 "$f"
   done

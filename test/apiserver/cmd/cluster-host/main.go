@@ -1,9 +1,13 @@
 // Command cluster-host is the host side of `make cluster` (docs/cluster.md): it runs the
 // control plane on the host's loopback (etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler, package controlplane), boots the guest as the cluster's one node
-// (hack/cluster/node.sh), runs the smoke check as the admin and exits with its result.
+// (hack/cluster/node.sh), deploys kube-ipvs from deploy/ and CoreDNS, runs the checks as the
+// admin (checks.go) and exits with their result; its last line says "N passed, M failed".
 //
-//	cluster-host --bin DIR --repo DIR --stage DIR
+//	cluster-host --bin DIR --repo DIR --stage DIR [--checks smoke|all]
+//
+// smoke (make cluster) checks the bring-up, the deployment and the traffic through each kind
+// of Service; all (make cluster-test) adds the rolling update, the re-created Pod and scaling.
 //
 // DIR of --bin is hack/cluster/binaries.sh's folder; --stage is the guest payload folder,
 // already holding the node's binaries, images and entry; this program adds /payload/node/
@@ -27,13 +31,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -45,8 +48,8 @@ const (
 	nodeName  = "kipvs-node"
 	nodeIP    = "10.0.2.15"
 	guestCtl  = "10.0.2.100:7000"
-	proxyPort = 8132
-	echoImage = "kube-ipvs/kipvs-echo:cluster"
+	proxyPort = 8132 // cluster-node connect-proxy
+	agentPort = 8133 // cluster-node agent
 )
 
 func logf(format string, a ...any) {
@@ -59,8 +62,12 @@ func run() int {
 	bin := flag("bin")
 	repo := flag("repo")
 	stage := flag("stage")
-	if bin == "" || repo == "" || stage == "" {
-		fmt.Fprintln(os.Stderr, "usage: cluster-host --bin DIR --repo DIR --stage DIR")
+	checks := flag("checks")
+	if checks == "" {
+		checks = "smoke"
+	}
+	if bin == "" || repo == "" || stage == "" || (checks != "smoke" && checks != "all") {
+		fmt.Fprintln(os.Stderr, "usage: cluster-host --bin DIR --repo DIR --stage DIR [--checks smoke|all]")
 		return 2
 	}
 	dir, err := os.MkdirTemp("", "kipvs-cluster.")
@@ -68,7 +75,7 @@ func run() int {
 		logf("%v", err)
 		return 1
 	}
-	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage}
+	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage, all: checks == "all"}
 	defer func() {
 		h.StopAll()
 		if os.Getenv("CLUSTER_KEEP") != "" {
@@ -89,6 +96,16 @@ func run() int {
 			rc = 1
 		}
 	}
+	// The last line: what passed, and the whole run's time (make's, from CLUSTER_T0).
+	summary := "0 passed, 1 failed (the cluster did not come up)"
+	if h.checker != nil {
+		summary = h.checker.summary()
+	}
+	took := ""
+	if t0, err := strconv.ParseInt(os.Getenv("CLUSTER_T0"), 10, 64); err == nil {
+		took = fmt.Sprintf(" in %s", time.Since(time.Unix(t0, 0)).Round(time.Second))
+	}
+	fmt.Printf("%s: %s%s\n", map[bool]string{false: "make cluster", true: "make cluster-test"}[h.all], summary, took)
 	return rc
 }
 
@@ -109,9 +126,14 @@ func flag(name string) string {
 type host struct {
 	*controlplane.Plane
 	repo, stage string
+	all         bool   // run every check, not only the smoke set
+	adminKC     string // the admin's kubeconfig, for kubectl
+	fwdPort     int    // the host's end of the QEMU hostfwd to the guest's CONNECT proxy
+
+	checker *checker
 
 	mu     sync.Mutex
-	result *int // the smoke check's exit status once it is known
+	result *int // the checks' exit status once it is known
 }
 
 func (h *host) main(ctx context.Context) (int, error) {
@@ -123,8 +145,8 @@ func (h *host) main(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	etcdPort, peerPort, ctlPort, cmPort, schedPort, fwdPort := ports[0], ports[1], ports[3], ports[4], ports[5], ports[6]
-	h.APIPort = ports[2]
+	etcdPort, peerPort, ctlPort, cmPort, schedPort := ports[0], ports[1], ports[3], ports[4], ports[5]
+	h.APIPort, h.fwdPort = ports[2], ports[6]
 	if err := h.StartEtcd(etcdPort, peerPort); err != nil {
 		return 0, err
 	}
@@ -155,6 +177,10 @@ egressSelections:
 		"--kubelet-client-key="+h.Path("apiserver-kubelet.key"),
 		"--kubelet-preferred-address-types=InternalIP",
 		"--egress-selector-config-file="+egress,
+		// The `kubernetes` Service's endpoint is where the guest reaches this API server
+		// (QEMU forwards 10.0.2.100:APIPort, as :6443, to it): pods use it through kube-ipvs.
+		"--advertise-address="+strings.Split(controlplane.GuestAPI, ":")[0],
+		"--endpoint-reconciler-type=lease",
 	)
 	if err := h.StartAPIServer(ctx); err != nil {
 		return 0, err
@@ -171,8 +197,7 @@ egressSelections:
 	if err != nil {
 		return 0, err
 	}
-	adminKC, err := kc("admin", "admin")
-	if err != nil {
+	if h.adminKC, err = kc("admin", "admin"); err != nil {
 		return 0, err
 	}
 	if err := h.Start("kube-controller-manager",
@@ -208,7 +233,7 @@ egressSelections:
 		return 0, err
 	}
 	defer uds.Close()
-	go forward(uds, fmt.Sprintf("127.0.0.1:%d", fwdPort))
+	go forward(uds, fmt.Sprintf("127.0.0.1:%d", h.fwdPort))
 
 	apiFwd, err := h.FwdScript("fwd-api", h.APIPort)
 	if err != nil {
@@ -218,10 +243,11 @@ egressSelections:
 	if err != nil {
 		return 0, err
 	}
-	gnet := fmt.Sprintf("-netdev user,id=n0,restrict=on,guestfwd=tcp:%s-cmd:%s,guestfwd=tcp:%s-cmd:%s,hostfwd=tcp:127.0.0.1:%d-%s:%d -device virtio-net-pci,netdev=n0,romfile=",
-		controlplane.GuestAPI, apiFwd, guestCtl, ctlFwd, fwdPort, nodeIP, proxyPort)
-	logf("booting the node (network: restrict=on; guest -> %s, %s; host 127.0.0.1:%d -> %s:%d)",
-		controlplane.GuestAPI, guestCtl, fwdPort, nodeIP, proxyPort)
+	guestAPIHost := strings.Split(controlplane.GuestAPI, ":")[0]
+	gnet := fmt.Sprintf("-netdev user,id=n0,restrict=on,guestfwd=tcp:%s-cmd:%s,guestfwd=tcp:%s:%d-cmd:%s,guestfwd=tcp:%s-cmd:%s,hostfwd=tcp:127.0.0.1:%d-%s:%d -device virtio-net-pci,netdev=n0,romfile=",
+		controlplane.GuestAPI, apiFwd, guestAPIHost, h.APIPort, apiFwd, guestCtl, ctlFwd, h.fwdPort, nodeIP, proxyPort)
+	logf("booting the node (network: restrict=on; guest -> %s and :%d, %s; host 127.0.0.1:%d -> %s:%d)",
+		controlplane.GuestAPI, h.APIPort, guestCtl, h.fwdPort, nodeIP, proxyPort)
 	g := exec.Command(filepath.Join(h.repo, "hack/guest/boot.sh"), h.stage)
 	g.Env = append(os.Environ(), "GUEST_NET="+gnet,
 		"GUEST_TIMEOUT="+controlplane.EnvOr("GUEST_TIMEOUT", "1500"),
@@ -235,25 +261,27 @@ egressSelections:
 	done := make(chan error, 1)
 	go func() { done <- g.Wait() }()
 
-	smoke := make(chan error, 1)
-	go func() { smoke <- h.smoke(ctx, adminKC, bootStart) }()
-	var smokeErr error
+	c := &checker{h: h, cs: kubernetes.NewForConfigOrDie(h.AdminConfig()), boot: bootStart}
+	h.checker = c
+	checked := make(chan error, 1)
+	go func() { checked <- c.runAll(ctx, h.all) }()
+	var checkErr error
 	select {
-	case smokeErr = <-smoke:
+	case checkErr = <-checked:
 		rc := 0
-		if smokeErr != nil {
-			logf("smoke check FAILED: %v", smokeErr)
+		if checkErr != nil {
 			rc = 1
 		}
 		err = h.stopGuest(rc, g, done, 120*time.Second)
 	case err = <-done:
-		smokeErr = errors.New("the guest stopped before the smoke check ended")
+		checkErr = errors.New("the guest stopped before the checks ended")
+		c.failed++
 	case <-ctx.Done():
 		// Interrupted: the guest asks every 2 s once it is up and stops when told; QEMU runs
 		// under timeout(1) in a process group of its own, which ending boot.sh's group
 		// would leave running.
 		err = h.stopGuest(130, g, done, 30*time.Second)
-		smokeErr = ctx.Err()
+		checkErr = ctx.Err()
 	}
 	var ee *exec.ExitError
 	rc := 0
@@ -262,8 +290,8 @@ egressSelections:
 	} else if err != nil {
 		return 0, err
 	}
-	if smokeErr != nil {
-		return 0, smokeErr
+	if checkErr != nil {
+		return 0, checkErr
 	}
 	return rc, nil
 }
@@ -398,142 +426,4 @@ func forward(ln net.Listener, addr string) {
 			_, _ = io.Copy(c, up)
 		}()
 	}
-}
-
-// --- the smoke check ----------------------------------------------------------------------
-
-func (h *host) smoke(ctx context.Context, adminKC string, bootStart time.Time) error {
-	cs := kubernetes.NewForConfigOrDie(h.AdminConfig())
-	since := func() string { return time.Since(bootStart).Round(time.Second).String() }
-	var last string
-	note := func(s string) {
-		if s != last {
-			logf("  %s: %s", since(), s)
-			last = s
-		}
-	}
-	// 1. The Node registers and becomes Ready.
-	if err := controlplane.Poll(15*time.Minute, "Node "+nodeName+" Ready", func() bool {
-		n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			note("Node: " + err.Error())
-			return false
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				note(fmt.Sprintf("Node registered, podCIDR %q, Ready=%s (%s)", n.Spec.PodCIDR, c.Status, c.Reason))
-				return c.Status == corev1.ConditionTrue
-			}
-		}
-		note("Node registered, no Ready condition yet")
-		return false
-	}); err != nil {
-		return err
-	}
-	n, _ := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	logf("PASS Node %s Ready %s after boot (kubelet %s, %s, podCIDR %s, InternalIP %s)", nodeName, since(),
-		n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.ContainerRuntimeVersion, n.Spec.PodCIDR, internalIP(n))
-	_, cidr, err := net.ParseCIDR(n.Spec.PodCIDR)
-	if err != nil {
-		return fmt.Errorf("podCIDR %q: %w", n.Spec.PodCIDR, err)
-	}
-
-	// 2. A pod of the test image is scheduled, gets an address of the podCIDR and runs.
-	if err := controlplane.Poll(5*time.Minute, "ServiceAccount default/default", func() bool {
-		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-		return err == nil
-	}); err != nil {
-		return err
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Labels: map[string]string{"app": "smoke"}},
-		Spec: corev1.PodSpec{
-			AutomountServiceAccountToken: controlplane.Ptr(false),
-			Containers: []corev1.Container{{
-				Name: "echo", Image: echoImage, ImagePullPolicy: corev1.PullNever,
-				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-			}},
-		},
-	}
-	podStart := time.Now()
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create Pod smoke: %w", err)
-	}
-	var ip string
-	if err := controlplane.Poll(10*time.Minute, "Pod smoke Running", func() bool {
-		p, err := cs.CoreV1().Pods("default").Get(ctx, "smoke", metav1.GetOptions{})
-		if err != nil {
-			note("Pod: " + err.Error())
-			return false
-		}
-		st := string(p.Status.Phase)
-		for _, c := range p.Status.ContainerStatuses {
-			if c.State.Waiting != nil {
-				st += " " + c.State.Waiting.Reason + " " + c.State.Waiting.Message
-			}
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Status != corev1.ConditionTrue && c.Message != "" {
-				st += " " + string(c.Type) + ": " + c.Message
-			}
-		}
-		note(fmt.Sprintf("Pod smoke on %q: %s", p.Spec.NodeName, st))
-		ip = p.Status.PodIP
-		return p.Status.Phase == corev1.PodRunning
-	}); err != nil {
-		return err
-	}
-	if !cidr.Contains(net.ParseIP(ip)) {
-		return fmt.Errorf("Pod smoke has IP %q, not in the podCIDR %s", ip, cidr)
-	}
-	logf("PASS Pod smoke Running %s after its creation, IP %s in %s", time.Since(podStart).Round(time.Second), ip, cidr)
-
-	// 3. The host reads what the pod serves, through the API server's pod proxy (the egress
-	// selector and the guest's CONNECT proxy).
-	// Running means the process started, not that it listens yet: retry for a minute.
-	t := time.Now()
-	var body []byte
-	if perr := controlplane.Poll(time.Minute, "an answer through the pod proxy", func() bool {
-		body, err = cs.CoreV1().Pods("default").ProxyGet("http", "smoke", "8080", "/", nil).DoRaw(ctx)
-		if err != nil {
-			note("pod proxy: " + err.Error())
-			time.Sleep(time.Second)
-		}
-		return err == nil
-	}); perr != nil {
-		return fmt.Errorf("pod proxy GET smoke:8080/: %w", err)
-	}
-	got := strings.TrimSpace(string(body))
-	if !strings.HasPrefix(got, "kipvs-echo ") {
-		return fmt.Errorf("pod proxy GET smoke:8080/ answered %q, want \"kipvs-echo ADDRESS\"", got)
-	}
-	logf("PASS pod proxy: GET smoke:8080/ answered %q in %s", got, time.Since(t).Round(time.Millisecond))
-
-	// 4. The API server reaches the kubelet: logs and exec (kubectl, as a user runs them).
-	kubectl := func(args ...string) (string, time.Duration, error) {
-		t := time.Now()
-		out, err := exec.CommandContext(ctx, filepath.Join(h.Bin, "kubectl"),
-			append([]string{"--kubeconfig=" + adminKC, "--request-timeout=60s"}, args...)...).CombinedOutput()
-		return strings.TrimSpace(string(out)), time.Since(t), err
-	}
-	out, d, err := kubectl("exec", "smoke", "--", "/usr/local/bin/kipvs-echo", "ask", "--count", "1", "127.0.0.1:9000")
-	if err != nil {
-		return fmt.Errorf("kubectl exec smoke: %v: %s", err, out)
-	}
-	logf("PASS kubectl exec smoke -- kipvs-echo ask 127.0.0.1:9000: %q in %s", out, d.Round(time.Millisecond))
-	out, d, err = kubectl("logs", "smoke")
-	if err != nil {
-		return fmt.Errorf("kubectl logs smoke: %v: %s", err, out)
-	}
-	logf("PASS kubectl logs smoke in %s (%d bytes)", d.Round(time.Millisecond), len(out))
-	return nil
-}
-
-func internalIP(n *corev1.Node) string {
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			return a.Address
-		}
-	}
-	return ""
 }

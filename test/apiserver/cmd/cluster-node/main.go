@@ -3,12 +3,14 @@
 //
 //	cluster-node connect-proxy --listen ADDR
 //	cluster-node pod-cidr --server URL --ca FILE --cert FILE --key FILE --node NAME [--timeout D]
+//	cluster-node agent --listen ADDR
 //
 // connect-proxy is an HTTP CONNECT proxy: the API server on the host reaches the kubelet and
 // the pods through it (its egress selector sends "cluster" traffic to a Unix socket that
 // cluster-host forwards to a QEMU hostfwd of ADDR). pod-cidr waits until the Node object
 // has a podCIDR (the controller manager allocates it after the kubelet registers) and prints
-// it, reading the Node with the kubelet's own credential.
+// it, reading the Node with the kubelet's own credential. agent runs the operator checks'
+// node-side commands for cluster-host (agent.go).
 package main
 
 import (
@@ -28,7 +30,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster-node connect-proxy|pod-cidr [flags]")
+		fmt.Fprintln(os.Stderr, "usage: cluster-node connect-proxy|pod-cidr|agent [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -37,6 +39,8 @@ func main() {
 		err = connectProxy(os.Args[2:])
 	case "pod-cidr":
 		err = podCIDR(os.Args[2:])
+	case "agent":
+		err = agent(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+// checker runs the checks of make cluster (the smoke set) or make cluster-test (all of them)
+// against the running cluster, as the admin, and counts what passed.
+type checker struct {
+	h    *host
+	cs   kubernetes.Interface
+	boot time.Time // QEMU's start
+
+	passed, failed int
+
+	// Learned along the way.
+	podCIDR  *net.IPNet
+	echoIP   string            // the echo Service's ClusterIP
+	echoPods map[string]string // the echo Deployment's Pods: name -> IP
+	proxyLog []string          // logs of kube-ipvs Pods gone by (checked at the end)
+}
+
+// step is one check. A gate that fails stops the run: what follows needs it.
+type step struct {
+	name string
+	gate bool
+	run  func(ctx context.Context) (string, error)
+}
+
+func (c *checker) steps(all bool) []step {
+	s := []step{
+		{"the Node is Ready", true, c.nodeReady},
+		{"kube-ipvs deployed from deploy/ is Ready", true, c.deployProxy},
+		{"CoreDNS is Ready behind the kube-dns Service", true, c.deployDNS},
+		{"three echo Pods and the clients run", true, c.deployWorkload},
+		{"pod proxy and kubectl logs reach an echo Pod", false, c.podProxyAndLogs},
+		{"a client Pod reaches all three through the ClusterIP", false, c.clusterIP},
+		{"a client Pod reaches all three by the Service's DNS names", false, c.dnsName},
+		{"the NodePort answers on the node", false, c.nodePortFromNode},
+		{"the NodePort answers from outside the node", false, c.nodePortFromOutside},
+		{"kube-ipvs list and ipvsadm -Ln in the kube-ipvs Pod show the Services", false, c.proxyTools},
+		{"/healthz and /metrics of kube-ipvs answer", false, c.healthAndMetrics},
+	}
+	if all {
+		s = append(s,
+			step{"a held connection survives a rolling update and a re-created Pod, which write nothing", false, c.updateAndRecreate},
+			step{"the IPVS table follows a scale to 10 and back to 3, with no failed request", false, c.scale},
+		)
+	}
+	return append(s, step{"the kube-ipvs logs show no error", false, c.logsClean})
+}
+
+// runAll runs the steps in order and prints each result and, last, "N passed, M failed".
+func (c *checker) runAll(ctx context.Context, all bool) error {
+	steps := c.steps(all)
+	for i, s := range steps {
+		t := time.Now()
+		detail, err := s.run(ctx)
+		d := time.Since(t).Round(100 * time.Millisecond)
+		if err == nil {
+			c.passed++
+			logf("PASS %s (%s): %s", s.name, d, detail)
+			continue
+		}
+		c.failed++
+		logf("FAIL %s (%s): %v", s.name, d, err)
+		if s.gate || ctx.Err() != nil {
+			for _, rest := range steps[i+1:] {
+				c.failed++
+				logf("FAIL %s: not run", rest.name)
+			}
+			break
+		}
+	}
+	if c.failed > 0 {
+		return errors.New("some checks failed")
+	}
+	return nil
+}
+
+func (c *checker) summary() string {
+	return fmt.Sprintf("%d passed, %d failed", c.passed, c.failed)
+}
+
+// note prints a progress line when it differs from the last one.
+type noter struct {
+	boot time.Time
+	last string
+}
+
+func (n *noter) note(s string) {
+	if s != n.last {
+		logf("  %s: %s", time.Since(n.boot).Round(time.Second), s)
+		n.last = s
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// kubectl runs kubectl as the admin, as a user would, and returns its combined output and how
+// long it took.
+func (h *host) kubectl(ctx context.Context, args ...string) (string, time.Duration, error) {
+	t := time.Now()
+	out, err := exec.CommandContext(ctx, filepath.Join(h.Bin, "kubectl"),
+		append([]string{"--kubeconfig=" + h.adminKC, "--request-timeout=60s"}, args...)...).CombinedOutput()
+	s := strings.TrimSpace(string(out))
+	if err != nil {
+		return s, time.Since(t), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, s)
+	}
+	return s, time.Since(t), nil
+}
+
+// agentReply is cluster-node agent's answer (test/apiserver/cmd/cluster-node/agent.go).
+type agentReply struct {
+	Exit   int    `json:"exit"`
+	Output string `json:"output"`
+	Error  string `json:"error"`
+}
+
+// onNode runs argv on the node through cluster-node's agent, reached like the kubelet:
+// through the guest's CONNECT proxy, on the host's loopback.
+func (h *host) onNode(ctx context.Context, timeout time.Duration, argv ...string) (agentReply, error) {
+	body, _ := json.Marshal(map[string]any{"argv": argv, "timeout": timeout.String()})
+	client := &http.Client{Timeout: timeout + 10*time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return h.connect(ctx, addr)
+		},
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://%s:%d/run", nodeIP, agentPort), bytes.NewReader(body))
+	if err != nil {
+		return agentReply{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return agentReply{}, fmt.Errorf("node agent: %w", err)
+	}
+	defer resp.Body.Close()
+	var rep agentReply
+	if resp.StatusCode != http.StatusOK {
+		return rep, fmt.Errorf("node agent: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		return rep, err
+	}
+	if rep.Error != "" {
+		return rep, fmt.Errorf("on the node: %s: %s", strings.Join(argv, " "), rep.Error)
+	}
+	return rep, nil
+}
+
+// connect opens a tunnel to addr in the guest through its CONNECT proxy (QEMU's hostfwd).
+func (h *host) connect(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", h.fwdPort))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		conn.Close()
+		return nil, fmt.Errorf("CONNECT %s: %s", addr, resp.Status)
+	}
+	if br.Buffered() > 0 {
+		conn.Close()
+		return nil, fmt.Errorf("CONNECT %s: unexpected bytes after the answer", addr)
+	}
+	return conn, nil
+}
