@@ -34,13 +34,16 @@
 //     unless their text changed). After the IPVS writes and the unbinding of addresses, the
 //     deletions go to ipset Apply, so no packet meets a virtual server whose entries are
 //     missing.
-//   - Every repair (at start, then every --sync-period), the node's addresses from the
-//     snapshot become Config.NodeIPs, every Service is staged (and those the Tracker knows
-//     but the snapshot lacks, as deleted), Tracker.UpdateMembers(staged, false) records them
-//     without computing changes, ipset.Reconciler.ResyncSets(Sets(cfg), tracker) makes the
-//     kernel hold exactly the defined sets with the Tracker's entries (reading the Tracker in
-//     place, as a DesiredSets), and then the rules are applied and repaired against
-//     iptables-save (Runner.Resync). Sets come first: the rules name them.
+//   - A whole repair (at start, and whenever the node's addresses or the Service CIDRs
+//     changed): the node's addresses from the snapshot become Config.NodeIPs, every Service
+//     is staged (and those the Tracker knows but the snapshot lacks, as deleted),
+//     Tracker.UpdateMembers(staged, false) records them without computing changes,
+//     ipset.Reconciler.ResyncSets(Sets(cfg), tracker) makes the kernel hold exactly the
+//     defined sets with the Tracker's entries (reading the Tracker in place, as a
+//     DesiredSets), and then the rules are applied and repaired against iptables-save
+//     (Runner.Resync). Sets come first: the rules name them. A periodic repair runs the same
+//     check of the sets in steps (ipset.Reconciler.BeginCheck, then SetsCheck.StepNow), the
+//     Tracker kept current by the changes.
 //   - The Service CIDRs (the repair's snapshot) fill KIPVS-SERVICE-CIDRS through
 //     ServiceCIDREntries: they belong to no Service, so they bypass the Tracker, and
 //     WithServiceCIDRs joins both into the DesiredSets the repair resyncs against.

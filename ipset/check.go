@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -12,11 +11,13 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 )
 
-// SetsCheck is a repair of the sets cut into steps, for a periodic repair that must not hold
-// changes up: BeginCheck judges the headers at once (creates missing sets, rebuilds misfit
-// ones, destroys stale ones), then lists each fitting set and compares it with the desired
-// state in the background, through Lister, while Apply goes on; Step writes only what
-// really drifted.
+// SetsCheck is the sets' repair, the one there is: BeginCheck judges the headers (creates
+// missing sets, rebuilds misfit ones, lists the ones not cached yet, destroys stale ones),
+// then lists each other set and compares it with the desired state, in the background
+// through Lister while Apply goes on; each StepNow writes only what really drifted in the
+// sets whose listing is in. ResyncSets is the check in one step as large as everything
+// (listed through the Reconciler's own socket, then Wait): the first repair, and every
+// repair asked to be whole.
 //
 // A listing that runs while Apply writes may or may not show those writes, so it is never
 // believed for an entry Apply changed meanwhile (the set's watch records them): for those the
@@ -28,6 +29,9 @@ type SetsCheck struct {
 	r       *Reconciler
 	desired firewall.DesiredSets
 	defs    []firewall.SetDef
+	// lister lists in the background (nil: everything is listed when the headers are
+	// judged, through the Reconciler's own socket).
+	lister Kernel
 	// headers brings the background listing of the headers (nil once judged); headerGen
 	// is the Reconciler's headerGen when it began.
 	headers   chan headerListing
@@ -100,19 +104,25 @@ func (r *Reconciler) voidChecks() {
 	}
 }
 
-// BeginCheck starts a stepped check of the defined sets against desired, which must stay
-// valid (and safe to read from another goroutine) until the check is done: the Tracker is.
-// The defs become the Reconciler's, as with ResyncSets, once the headers are judged. With a
-// Lister the headers are listed in the background too, and judged by the first StepNow
-// that finds them in: the kernel sums a hash set's buckets for its header (175 ms for the
-// hairpin set of 50,000 Services under emulation), which no step should wait for. Without
-// one, everything is listed here, and the Result is that of the header work.
+// BeginCheck starts a check of the defined sets against desired, which must stay valid (and
+// safe to read from another goroutine) until the check is done: the Tracker is. The defs
+// become the Reconciler's once the headers are judged. With a Lister the headers are listed
+// in the background too, and judged by the first StepNow that finds them in: the kernel
+// sums a hash set's buckets for its header (175 ms for the hairpin set of 50,000 Services
+// under emulation), which no step should wait for. Without one, everything is listed here,
+// and the Result is that of the header work.
 func (r *Reconciler) BeginCheck(defs []firewall.SetDef, desired firewall.DesiredSets) (*SetsCheck, Result) {
+	return r.beginCheck(defs, desired, r.Lister)
+}
+
+// beginCheck starts a check that lists through lister in the background, or (nil) here,
+// through the Reconciler's own socket. nil: the headers could not be listed.
+func (r *Reconciler) beginCheck(defs []firewall.SetDef, desired firewall.DesiredSets, lister Kernel) (*SetsCheck, Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.voidChecks() // an older check still under way judges nothing more
-	c := &SetsCheck{r: r, desired: desired, defs: defs}
-	if r.Lister == nil {
+	c := &SetsCheck{r: r, desired: desired, defs: defs, lister: lister}
+	if lister == nil {
 		headers, err := r.ownHeaders()
 		if err != nil {
 			return nil, Result{Err: fmt.Errorf("ipset check: %w", err)}
@@ -136,18 +146,22 @@ func (c *SetsCheck) listHeaders() {
 	go func(k Kernel) {
 		hs, err := listHeadersFrom(k)
 		c.headers <- headerListing{headers: hs, err: err}
-	}(c.r.Lister)
+	}(c.lister)
 }
 
-// takeHeaders judges the headers if their listing is in (in: it was), then starts the
-// entries' listings. A listing that a header write (a set created, rebuilt or destroyed)
-// may have overtaken is thrown away and taken again.
-func (c *SetsCheck) takeHeaders() (res Result, in bool) {
+// takeHeaders judges the headers if their listing is in (in: it was; wait: waiting for
+// it), then starts the entries' listings. A listing that a header write (a set created,
+// rebuilt or destroyed) may have overtaken is thrown away and taken again.
+func (c *SetsCheck) takeHeaders(wait bool) (res Result, in bool) {
 	var hl headerListing
-	select {
-	case hl = <-c.headers:
-	default:
-		return res, false
+	if wait {
+		hl = <-c.headers
+	} else {
+		select {
+		case hl = <-c.headers:
+		default:
+			return res, false
+		}
 	}
 	r := c.r
 	r.mu.Lock()
@@ -164,10 +178,10 @@ func (c *SetsCheck) takeHeaders() (res Result, in bool) {
 	return c.judgeHeaders(hl.headers), true
 }
 
-// judgeHeaders creates missing sets, rebuilds misfit ones, destroys stale ones and starts
-// the listing of each fitting set's entries (r.mu held).
+// judgeHeaders creates missing sets, rebuilds misfit ones, lists the ones without a cache,
+// destroys stale ones and starts the listing of each other set's entries (r.mu held).
 func (c *SetsCheck) judgeHeaders(headers []Header) Result {
-	r, defs, desired := c.r, c.defs, c.desired
+	r, desired := c.r, c.desired
 	res := Result{}
 	have := map[firewall.SetName]Header{}
 	for _, h := range headers {
@@ -175,7 +189,7 @@ func (c *SetsCheck) judgeHeaders(headers []Header) Result {
 	}
 	newDefs := map[firewall.SetName]firewall.SetDef{}
 	var fitting []firewall.SetDef
-	for _, d := range defs {
+	for _, d := range c.defs {
 		if err := checkDef(d); err != nil {
 			res.fail(d.Name, err)
 			continue
@@ -184,15 +198,22 @@ func (c *SetsCheck) judgeHeaders(headers []Header) Result {
 		h, exists := have[d.Name]
 		switch {
 		case !exists:
-			r.rebuild(d, validDesired(d, desired), false, &res)
+			r.rebuild(d, wantedOf(d, desired, &res).set(), false, &res)
 		case fits(h.Spec, d, desired.Count(d.Name)) != nil:
-			r.rebuild(d, validDesired(d, desired), true, &res)
+			r.rebuild(d, wantedOf(d, desired, &res).set(), true, &res)
 		case r.sets[d.Name] == nil:
 			// Not cached (a new Reconciler): Apply needs the cache, so it is listed here.
-			r.resyncEntries(d, h.Spec, wanted{desired: desired, name: d.Name}, &res)
+			r.resyncEntries(d, h.Spec, desired, &res)
 		default:
 			fitting = append(fitting, d)
 			r.sets[d.Name].spec = h.Spec
+		}
+	}
+	if named, ok := desired.(interface{ Names() []firewall.SetName }); ok {
+		for _, n := range named.Names() {
+			if _, ok := newDefs[n]; !ok && desired.Count(n) > 0 {
+				res.fail(n, fmt.Errorf("entries for set %s, which is not defined", n))
+			}
 		}
 	}
 	r.defs = newDefs
@@ -202,7 +223,14 @@ func (c *SetsCheck) judgeHeaders(headers []Header) Result {
 		}
 	}
 	r.destroyStale(have, newDefs, &res)
+	c.startListings(fitting)
+	return res
+}
 
+// startListings lists and compares the fitting sets' entries, through the check's lister in
+// the background, or here through the Reconciler's own socket (r.mu held).
+func (c *SetsCheck) startListings(fitting []firewall.SetDef) {
+	r := c.r
 	c.results, c.pending = make(chan setListing, len(fitting)), len(fitting)
 	if r.watch == nil {
 		r.watch = map[firewall.SetName]*watchState{}
@@ -220,20 +248,18 @@ func (c *SetsCheck) judgeHeaders(headers []Header) Result {
 		jobs = append(jobs, job{d, w, s.listed})
 		s.listed = nil // the check's until it is finished
 	}
-	if r.Lister == nil {
-		// No second socket: list here, through the Reconciler's own (nothing writes
-		// meanwhile, and r.mu is held already).
+	if c.lister == nil {
+		// Nothing writes meanwhile: r.mu is held already.
 		for _, j := range jobs {
-			c.results <- r.compareListing(r.k, j.d, desired, j.w, j.buf, false)
+			c.results <- r.compareListing(r.k, j.d, c.desired, j.w, j.buf, false)
 		}
-		return res
+		return
 	}
 	go func(k Kernel) {
 		for _, j := range jobs {
-			c.results <- r.compareListing(k, j.d, desired, j.w, j.buf, true)
+			c.results <- r.compareListing(k, j.d, c.desired, j.w, j.buf, true)
 		}
-	}(r.Lister)
-	return res
+	}(c.lister)
 }
 
 // destroyStale destroys the proxy's sets that are no longer defined (r.mu held).
@@ -253,18 +279,6 @@ func (r *Reconciler) destroyStale(have map[firewall.SetName]Header, defs map[fir
 			res.fail(n, fmt.Errorf("destroy set %s, no longer used: %w", n, err))
 		}
 	}
-}
-
-// validDesired is a copy of the desired entries the set can hold.
-func validDesired(d firewall.SetDef, desired firewall.DesiredSets) map[firewall.Packed]struct{} {
-	out := make(map[firewall.Packed]struct{}, desired.Count(d.Name))
-	desired.Range(d.Name, func(p firewall.Packed) bool {
-		if d.Check(p.Entry()) == nil {
-			out[p] = struct{}{}
-		}
-		return true
-	})
-	return out
 }
 
 // compareListBatch is how many listed entries are compared per holding of r.mu.
@@ -359,45 +373,43 @@ func (r *Reconciler) compareListing(k Kernel, d firewall.SetDef, desired firewal
 // StepNow judges the headers once their listing is in, finishes the sets whose listing is
 // in, without waiting, and writes what they lack or hold too much; finished is how many it
 // finished (the headers' judgment counts as one). done: every set is finished.
-func (c *SetsCheck) StepNow() (res Result, done bool, finished int) {
-	if c.headers != nil {
-		r, in := c.takeHeaders()
-		if !in {
-			return res, false, 0
-		}
-		if res, finished = r, 1; c.failed {
-			return res, true, finished
-		}
-	}
-	for c.pending > 0 {
-		select {
-		case l := <-c.results:
-			c.finish(l, &res)
-			finished++
-		default:
-			return res, false, finished
-		}
-	}
-	return res, true, finished
+func (c *SetsCheck) StepNow() (res Result, done bool, finished int) { return c.step(false) }
+
+// Wait finishes every set, however long their listings take: the rest of the check in one
+// step.
+func (c *SetsCheck) Wait() Result {
+	res, _, _ := c.step(true)
+	return res
 }
 
-// Wait finishes every set, however long their listings take (a repair in one go).
-func (c *SetsCheck) Wait() Result {
-	var res Result
+// step is StepNow, or (wait) Wait.
+func (c *SetsCheck) step(wait bool) (res Result, done bool, finished int) {
 	for c.headers != nil {
-		r, in := c.takeHeaders()
-		if !in {
-			runtime.Gosched()
-			continue
+		r, in := c.takeHeaders(wait)
+		if !in && !wait {
+			return res, false, 0
 		}
-		if res = r; c.failed {
-			return res
+		if in {
+			if res, finished = r, 1; c.failed {
+				return res, true, finished
+			}
 		}
 	}
 	for c.pending > 0 {
-		c.finish(<-c.results, &res)
+		var l setListing
+		if wait {
+			l = <-c.results
+		} else {
+			select {
+			case l = <-c.results:
+			default:
+				return res, false, finished
+			}
+		}
+		c.finish(l, &res)
+		finished++
 	}
-	return res
+	return res, true, finished
 }
 
 // finish judges one listed set, makes the cache what the kernel holds and writes the
@@ -418,7 +430,7 @@ func (c *SetsCheck) finish(l setListing, res *Result) {
 		return // judged or rebuilt meanwhile, or to be judged by the next cycle
 	}
 	if errors.Is(l.err, ErrSetNotFound) {
-		r.rebuild(l.def, validDesired(l.def, c.desired), false, res) // destroyed meanwhile
+		r.rebuild(l.def, wantedOf(l.def, c.desired, res).set(), false, res) // destroyed meanwhile
 		return
 	}
 	if l.err != nil {
@@ -430,7 +442,12 @@ func (c *SetsCheck) finish(l setListing, res *Result) {
 	if wanted < c.desired.Count(n) {
 		// Desired entries are missing (drift, or entries the set cannot hold): find them.
 		c.desired.Range(n, func(p firewall.Packed) bool {
-			if _, ok := s.entries[p]; !ok && l.def.Check(p.Entry()) == nil {
+			if _, ok := s.entries[p]; ok {
+				return true
+			}
+			if err := l.def.Check(p.Entry()); err != nil {
+				res.fail(n, err)
+			} else {
 				adds = append(adds, p)
 			}
 			return true
@@ -441,8 +458,7 @@ func (c *SetsCheck) finish(l setListing, res *Result) {
 		dels = append(dels, p)
 	}
 	if l.def.Type != firewall.BitmapPort && len(s.entries)+len(adds) > int(s.spec.MaxElem) {
-		final := validDesired(l.def, c.desired)
-		r.rebuild(l.def, final, true, res)
+		r.rebuild(l.def, wantedOf(l.def, c.desired, nil).set(), true, res)
 		return
 	}
 	if l.def.SkbInfo {

@@ -14,77 +14,34 @@ func (r *Reconciler) Resync(defs []firewall.SetDef, desired map[firewall.SetName
 	return r.ResyncSets(defs, firewall.EntryMap(desired))
 }
 
-// ResyncSets makes the kernel hold exactly the defined sets with the desired entries: it lists every set's header, creates missing sets, rebuilds sets of the
-// wrong type, family or range or too small for their content, lists the others' entries and
-// adds and deletes the difference, then destroys every other set whose name starts with
-// firewall.Prefix (such as a set an older version used, or a temporary twin left by a
-// crash). A set still referenced by iptables rules cannot be destroyed: that is reported in
-// Errors and retried on the next Resync. Sets without the prefix are never touched. When
-// the kernel already matches, Resync writes nothing.
+// ResyncSets makes the kernel hold exactly the defined sets with the desired entries: it is
+// the sets' check (BeginCheck) in one step as large as everything, listed through the
+// Reconciler's own socket. It lists every set's header, creates missing sets, rebuilds sets
+// of the wrong type, family or range or too small for their content, destroys every other
+// set whose name starts with firewall.Prefix (such as a set an older version used, or a
+// temporary twin left by a crash), then lists the others' entries and adds and deletes the
+// difference. A set still referenced by iptables rules cannot be destroyed: that is
+// reported in Errors and retried on the next repair. Sets without the prefix are never
+// touched. When the kernel already matches, ResyncSets writes nothing.
 //
 // The definitions are remembered: Apply accepts changes to these sets only.
 //
 // desired is read, not copied (the Tracker itself, at a full sync).
 func (r *Reconciler) ResyncSets(defs []firewall.SetDef, desired firewall.DesiredSets) Result {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.voidChecks() // this repair judges every set itself
-	res := Result{}
-	headers, err := r.ownHeaders()
-	if err != nil {
-		res.Err = fmt.Errorf("ipset resync: %w", err)
-		return res
+	c, res := r.beginCheck(defs, desired, nil)
+	if c != nil {
+		res.merge(c.Wait())
 	}
-	have := map[firewall.SetName]Header{}
-	for _, h := range headers {
-		have[h.Name] = h
-	}
-
-	newDefs := map[firewall.SetName]firewall.SetDef{}
-	for _, d := range defs {
-		if err := checkDef(d); err != nil {
-			res.fail(d.Name, err)
-			continue
-		}
-		newDefs[d.Name] = d
-		w := wanted{desired: desired, name: d.Name}
-		desired.Range(d.Name, func(p firewall.Packed) bool {
-			if err := d.Check(p.Entry()); err != nil {
-				res.fail(d.Name, err)
-				if w.invalid == nil {
-					w.invalid = map[firewall.Packed]struct{}{}
-				}
-				w.invalid[p] = struct{}{}
-			}
-			return true
-		})
-		n := desired.Count(d.Name) - len(w.invalid)
-		h, exists := have[d.Name]
-		switch {
-		case !exists:
-			r.rebuild(d, w.set(), false, &res)
-		case fits(h.Spec, d, n) != nil:
-			r.rebuild(d, w.set(), true, &res)
-		default:
-			r.resyncEntries(d, h.Spec, w, &res)
-		}
-	}
-	if named, ok := desired.(interface{ Names() []firewall.SetName }); ok {
-		for _, n := range named.Names() {
-			if _, ok := newDefs[n]; !ok && desired.Count(n) > 0 {
-				res.fail(n, fmt.Errorf("entries for set %s, which is not defined", n))
-			}
-		}
-	}
-	r.defs = newDefs
-	for n := range r.sets {
-		if _, ok := newDefs[n]; !ok {
-			delete(r.sets, n)
-		}
-	}
-
-	r.destroyStale(have, newDefs, &res)
 	return res
+}
+
+// merge adds o into res.
+func (res *Result) merge(o Result) {
+	res.Writes += o.Writes
+	for n, e := range o.Errors {
+		res.fail(n, e)
+	}
+	res.Err = errors.Join(res.Err, o.Err)
 }
 
 // wanted is the desired content of one set: what desired holds for it, but the invalid.
@@ -92,6 +49,25 @@ type wanted struct {
 	desired firewall.DesiredSets
 	name    firewall.SetName
 	invalid map[firewall.Packed]struct{}
+}
+
+// wantedOf is the desired content of set d; the entries it cannot hold are reported in res
+// (unless nil).
+func wantedOf(d firewall.SetDef, desired firewall.DesiredSets, res *Result) wanted {
+	w := wanted{desired: desired, name: d.Name}
+	desired.Range(d.Name, func(p firewall.Packed) bool {
+		if err := d.Check(p.Entry()); err != nil {
+			if res != nil {
+				res.fail(d.Name, err)
+			}
+			if w.invalid == nil {
+				w.invalid = map[firewall.Packed]struct{}{}
+			}
+			w.invalid[p] = struct{}{}
+		}
+		return true
+	})
+	return w
 }
 
 func (w wanted) has(p firewall.Packed) bool {
@@ -115,8 +91,10 @@ func (w wanted) set() map[firewall.Packed]struct{} {
 	return out
 }
 
-// resyncEntries lists one fitting set and writes the difference to w.
-func (r *Reconciler) resyncEntries(d firewall.SetDef, spec Spec, w wanted, res *Result) {
+// resyncEntries lists one fitting set that has no cache yet, makes the listing its cache and
+// writes the difference with desired.
+func (r *Reconciler) resyncEntries(d firewall.SetDef, spec Spec, desired firewall.DesiredSets, res *Result) {
+	w := wantedOf(d, desired, res)
 	listed, err := r.listEntries(d.Name)
 	if errors.Is(err, ErrSetNotFound) {
 		r.rebuild(d, w.set(), false, res)
