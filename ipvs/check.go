@@ -14,7 +14,9 @@ import (
 )
 
 // Check is one repair of the IPVS table cut into bounded steps, so that changes applied
-// between the steps (Apply) never wait for the whole table to be read back.
+// between the steps (Apply) never wait for the whole table to be read back. It is the
+// table's one repair: a whole repair (the first, and every one asked to be whole) is a
+// Check begun by BeginWholeCheck and done in one Step as large as everything (Resync).
 //
 // BeginCheck lists the virtual servers without their real servers (one request): through
 // the Reconciler's Lister in the background when it has one, so that no step waits for a
@@ -45,6 +47,9 @@ type Check struct {
 	// keyed: the check does not list the table (see listing.go); every virtual server it
 	// knows of is read by its key at its step, and none other is looked at.
 	keyed bool
+	// whole: the check began with a dump of the whole table, real servers and all, which
+	// became the cache (BeginWholeCheck); the cache says what the kernel holds.
+	whole bool
 	// failed is why the background listing failed: the check ends with it.
 	failed error
 	// reals is the map each read of a virtual server's real servers goes into: what read
@@ -146,6 +151,96 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 		c.listing <- sl
 	}(r.Lister, c.keyed)
 	return c, nil
+}
+
+// BeginWholeCheck begins a check of the whole table at once: it dumps the table, real
+// servers and all (with a predecessor's handover, reading only what the handover does not
+// hold: see handover.go), makes the dump the cache, and queues every virtual server the
+// kernel holds or desired wants. Nothing is written. The cache then says what the kernel
+// holds (Apply keeps it exact), so the steps read nothing more: one Step as large as
+// Left() is the repair of everything, and writes nothing when the kernel matches.
+func (r *Reconciler) BeginWholeCheck(desired map[model.VSKey]*model.VirtualServer) (*Check, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	began := time.Now()
+	applied, shared, err := r.dump(desired)
+	if err != nil {
+		return nil, fmt.Errorf("repair: %w", err)
+	}
+	r.noteListing(r.k, r.now(), time.Since(began))
+	r.applied, r.shared = applied, shared
+	clear(r.touched)
+	c := &Check{r: r, began: r.gen, whole: true, keys: make([]model.VSKey, 0, len(applied)+len(desired)/8)}
+	for k := range applied {
+		c.keys = append(c.keys, k)
+	}
+	for k, vs := range desired {
+		if _, ok := applied[k]; !ok && vs != nil {
+			c.keys = append(c.keys, k)
+		}
+	}
+	return c, nil
+}
+
+// visitor is implemented by a Kernel that can hand over the virtual servers one at a time as
+// it lists them, in an object it reuses.
+type visitor interface {
+	// EachVirtualServer lists as ListVirtualServers does, calling fn with each virtual server;
+	// vs and its Reals are valid only during the call. It calls start before each attempt
+	// (a listing found interrupted is taken again): what fn saw before is to be forgotten.
+	EachVirtualServer(start func(), fn func(vs *model.VirtualServer)) error
+}
+
+// dump reads the kernel's virtual servers as the new cache. Over a visitor kernel, one that
+// matches its desired state exactly is cached as the desired object itself when sharing
+// (see ShareDesired), and copied otherwise: a full resync of a large, healthy table then
+// builds nothing.
+func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[model.VSKey]*model.VirtualServer, map[model.VSKey]bool, error) {
+	shared := map[model.VSKey]bool{}
+	var applied map[model.VSKey]*model.VirtualServer
+	keep := func(vs *model.VirtualServer) {
+		want := desired[vs.Key]
+		if r.share && want != nil && want.Spec.Flags&^model.FlagsWeManage == 0 &&
+			vs.Spec.Flags&^model.FlagsWeManage == 0 && vs.Equal(want) {
+			applied[vs.Key] = want
+			shared[vs.Key] = true
+			return
+		}
+		applied[vs.Key] = normalize(vs)
+	}
+	if h := r.handover; h != nil {
+		r.handover = nil // once
+		if hr, ok := r.k.(stepReader); ok {
+			applied = make(map[model.VSKey]*model.VirtualServer, len(h))
+			read, err := eachWithHandover(hr, h, keep)
+			r.handoverRead = read
+			if err == nil {
+				return applied, shared, nil
+			}
+			clear(shared) // read the kernel whole instead
+		}
+	}
+	v, ok := r.k.(visitor)
+	if !ok {
+		vses, err := r.k.ListVirtualServers()
+		if err != nil {
+			return nil, nil, err
+		}
+		applied := make(map[model.VSKey]*model.VirtualServer, len(vses))
+		for _, vs := range vses {
+			applied[vs.Key] = normalize(vs)
+		}
+		return applied, shared, nil
+	}
+	start := func() {
+		applied = make(map[model.VSKey]*model.VirtualServer, len(r.applied))
+		clear(shared)
+	}
+	err := v.EachVirtualServer(start, keep)
+	if err != nil {
+		return nil, nil, err
+	}
+	return applied, shared, nil
 }
 
 // ListsTable reports whether the check lists the whole table, and so can find strays (see
@@ -264,6 +359,9 @@ func (c *Check) StepUntil(budget int, until time.Time, yield func() bool, desire
 // The returned object's Reals may be c.reals, valid until the next read: nothing may keep it.
 func (c *Check) read(key model.VSKey) (*model.VirtualServer, error) {
 	r := c.r
+	if c.whole {
+		return r.applied[key], nil
+	}
 	if c.keyed {
 		if vs, ok, err := c.readByKey(key); ok {
 			return vs, err
@@ -313,10 +411,12 @@ func (c *Check) readByKey(key model.VSKey) (vs *model.VirtualServer, ok bool, er
 	return &model.VirtualServer{Key: key, Spec: spec, Reals: reals}, true, nil
 }
 
-// adopt makes the kernel's state of key (have, nil: absent) the cache, as Resync does with
-// its dump: as the caller's own object when it is exactly what is wanted and sharing is on.
+// adopt makes the kernel's state of key (have, nil: absent) the cache, as a whole check
+// does with its dump: as the caller's own object when it is exactly what is wanted and
+// sharing is on. have may be the cache itself (a whole check's read): then it stays.
 func (r *Reconciler) adopt(key model.VSKey, have, want *model.VirtualServer) {
 	switch {
+	case have != nil && have == r.applied[key]:
 	case have == nil:
 		r.forget(key)
 	case r.share && want != nil && want.Spec.Flags&^model.FlagsWeManage == 0 &&

@@ -1,15 +1,15 @@
 // Package ipvs makes the kernel's IPVS table match the desired virtual servers.
 //
 // The Reconciler keeps a cached view of what it applied, so an incremental Apply costs kernel
-// calls only for what differs (none when nothing does), and Resync repairs everything from a
-// kernel dump. Invariants:
+// calls only for what differs (none when nothing does), and a Check repairs what drifted,
+// in steps or (Resync) in one. Invariants:
 //   - A spec change (scheduler, flags, timeout) is an in-place UpdateService: a virtual server
 //     is never deleted and re-created for it, so established connections survive.
 //   - Within one Apply, all creates and updates come before any delete: mid-Apply a virtual
 //     server holds the union of its old and new real servers, never fewer.
 //   - After a failed kernel call the cache entry of that virtual server is re-read from the
 //     kernel, so the next Apply of the same desired state retries exactly what is still wrong.
-//   - Virtual servers the caller does not own are never written by Resync.
+//   - Virtual servers the caller does not own are never written by a repair.
 package ipvs
 
 import (
@@ -23,7 +23,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// Result reports one Apply or Resync.
+// Result reports one Apply, or one step of a repair.
 type Result struct {
 	// Writes is how many kernel write calls were made (successful or not), and Ops the same
 	// by kind: "add", "update", "delete".
@@ -33,7 +33,7 @@ type Result struct {
 	// still applied.
 	Errors map[model.VSKey]error
 	// Err is set when the operation as a whole failed before writing anything, such as a
-	// Resync whose kernel dump failed or could not be trusted.
+	// repair whose kernel dump failed or could not be trusted.
 	Err error
 	// RemovedUDP lists UDP real servers that were deleted: their conntrack entries should go
 	// too, or clients keep sending to a dead backend.
@@ -59,7 +59,7 @@ type Reconciler struct {
 
 	// Graceful termination. A TCP real server that is no longer wanted first goes to weight
 	// 0 (no new connections) and is deleted when its connections reach 0 or its deadline
-	// passes. The state is rebuilt from the kernel by Resync (a weight-0 real server that is
+	// passes. The state is rebuilt from the kernel by a repair (a weight-0 real server that is
 	// not wanted is draining), so it survives a restart.
 	drainTimeout time.Duration
 	now          func() time.Time
@@ -156,112 +156,19 @@ func (r *Reconciler) Apply(changes map[model.VSKey]*model.VirtualServer) Result 
 	return r.apply(changes)
 }
 
-// Resync dumps the kernel, replaces the cache with what it found, then makes every desired
-// virtual server right and deletes every other virtual server for which owned returns true
-// (a nil owned owns nothing). Virtual servers that are neither desired nor owned are left
-// alone. When the kernel already matches, it writes nothing. If the dump fails, nothing is
-// written, the cache is unchanged and Result.Err says why.
+// Resync repairs the whole table in one step: the check (see Check) in one step as large as
+// everything, begun by BeginWholeCheck. Every desired virtual server is made right and
+// every other virtual server for which owned returns true (a nil owned owns nothing) is
+// deleted. Virtual servers that are neither desired nor owned are left alone. When the
+// kernel already matches, it writes nothing. If the dump fails, nothing is written, the
+// cache is unchanged and Result.Err says why.
 func (r *Reconciler) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) Result {
-	return r.ResyncGated(desired, owned, nil)
-}
-
-// ResyncGated is Resync, calling gate (when not nil) after the kernel has been read and
-// before anything is written: a caller that reads other kernel tables meanwhile can have
-// their writes land first, as a sync orders them.
-func (r *Reconciler) ResyncGated(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool, gate func()) Result {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	began := time.Now()
-	applied, shared, err := r.dump(desired)
-	if err == nil {
-		r.noteListing(r.k, r.now(), time.Since(began))
-	}
-	if gate != nil {
-		gate()
-	}
+	c, err := r.BeginWholeCheck(desired)
 	if err != nil {
-		return Result{Err: fmt.Errorf("resync: %w", err)}
+		return Result{Err: err}
 	}
-	r.applied, r.shared = applied, shared
-	changes := make(map[model.VSKey]*model.VirtualServer, len(desired))
-	for key, vs := range desired {
-		if vs == nil {
-			continue
-		}
-		if shared[key] && applied[key] == vs && len(r.draining[key]) == 0 {
-			// The kernel holds exactly this (see dump): nothing to do but remember the spec.
-			r.wantSpec[key] = vs.Spec
-			continue
-		}
-		changes[key] = vs
-	}
-	for key := range r.applied {
-		if _, want := desired[key]; (!want || desired[key] == nil) && owned != nil && owned(key) {
-			changes[key] = nil
-		}
-	}
-	return r.apply(changes)
-}
-
-// visitor is implemented by a Kernel that can hand over the virtual servers one at a time as
-// it lists them, in an object it reuses.
-type visitor interface {
-	// EachVirtualServer lists as ListVirtualServers does, calling fn with each virtual server;
-	// vs and its Reals are valid only during the call. It calls start before each attempt
-	// (a listing found interrupted is taken again): what fn saw before is to be forgotten.
-	EachVirtualServer(start func(), fn func(vs *model.VirtualServer)) error
-}
-
-// dump reads the kernel's virtual servers as the new cache. Over a visitor kernel, one that
-// matches its desired state exactly is cached as the desired object itself when sharing
-// (see ShareDesired), and copied otherwise: a full resync of a large, healthy table then
-// builds nothing.
-func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[model.VSKey]*model.VirtualServer, map[model.VSKey]bool, error) {
-	shared := map[model.VSKey]bool{}
-	var applied map[model.VSKey]*model.VirtualServer
-	keep := func(vs *model.VirtualServer) {
-		want := desired[vs.Key]
-		if r.share && want != nil && want.Spec.Flags&^model.FlagsWeManage == 0 &&
-			vs.Spec.Flags&^model.FlagsWeManage == 0 && vs.Equal(want) {
-			applied[vs.Key] = want
-			shared[vs.Key] = true
-			return
-		}
-		applied[vs.Key] = normalize(vs)
-	}
-	if h := r.handover; h != nil {
-		r.handover = nil // once
-		if hr, ok := r.k.(stepReader); ok {
-			applied = make(map[model.VSKey]*model.VirtualServer, len(h))
-			read, err := eachWithHandover(hr, h, keep)
-			r.handoverRead = read
-			if err == nil {
-				return applied, shared, nil
-			}
-			clear(shared) // read the kernel whole instead
-		}
-	}
-	v, ok := r.k.(visitor)
-	if !ok {
-		vses, err := r.k.ListVirtualServers()
-		if err != nil {
-			return nil, nil, err
-		}
-		applied := make(map[model.VSKey]*model.VirtualServer, len(vses))
-		for _, vs := range vses {
-			applied[vs.Key] = normalize(vs)
-		}
-		return applied, shared, nil
-	}
-	start := func() {
-		applied = make(map[model.VSKey]*model.VirtualServer, len(r.applied))
-		clear(shared)
-	}
-	err := v.EachVirtualServer(start, keep)
-	if err != nil {
-		return nil, nil, err
-	}
-	return applied, shared, nil
+	res, _ := c.Step(c.Left(), func(k model.VSKey) *model.VirtualServer { return desired[k] }, owned)
+	return res
 }
 
 // validate rejects what the kernel could not hold or would hold under another key.

@@ -9,6 +9,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/internal/samens"
+	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
@@ -92,7 +93,7 @@ func (d *Dataplane) repairAddrsAndIPVS(s dataplane.Snapshot, gate func()) datapl
 	}()
 	owned := d.ownership(s, listed)
 	start := time.Now()
-	vs := d.afterIPVS(d.p.IPVS.ResyncGated(s.VSes, owned, gate))
+	vs := d.afterIPVS(d.repairIPVSWhole(s.VSes, owned, gate))
 	vs.Phases.IPVS = time.Since(start)
 	<-done
 	addrs.Phases.Addresses = addrTook
@@ -107,6 +108,19 @@ func (d *Dataplane) repairAddrsAndIPVS(s dataplane.Snapshot, gate func()) datapl
 	case addrs.Err != nil:
 		res.Err = fmt.Errorf("repairing the dummy interface's addresses: %w", addrs.Err)
 	}
+	return res
+}
+
+// repairIPVSWhole is IPVS's check in one step as large as everything: the table is read
+// back, then (once gate returns: the sets and rules are in place) every virtual server is
+// made right and every owned one that is not desired is deleted.
+func (d *Dataplane) repairIPVSWhole(vses map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool, gate func()) ipvs.Result {
+	check, err := d.p.IPVS.BeginWholeCheck(vses)
+	gate()
+	if err != nil {
+		return ipvs.Result{Err: err}
+	}
+	res, _ := check.Step(check.Left(), func(k model.VSKey) *model.VirtualServer { return vses[k] }, owned)
 	return res
 }
 
