@@ -18,6 +18,7 @@ package dummyif
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"net/netip"
 	"slices"
@@ -32,10 +33,10 @@ import (
 // dummy link: it belongs to someone else and is left alone.
 var ErrNotDummy = errors.New("link exists and is not a dummy link")
 
-// listAttempts bounds how often Resync lists again after an interrupted listing.
+// listAttempts bounds how often a repair lists again after an interrupted listing.
 const listAttempts = 3
 
-// Result reports one Apply or Resync.
+// Result reports one Apply or Repair.
 type Result struct {
 	// Writes is how many kernel write calls were made (successful or not): Added of them
 	// created the link or bound an address, Removed unbound one.
@@ -59,8 +60,8 @@ type Reconciler struct {
 	writes atomic.Uint64
 
 	vips  VIPs // how VIPs are bound
-	other VIPs // the other binding, whose VIPs the first Resync converts
-	// converted is set once a Resync found none of other's VIPs left on the link.
+	other VIPs // the other binding, whose VIPs the first listing repair converts
+	// converted is set once a listing repair found none of other's VIPs left on the link.
 	converted bool
 }
 
@@ -74,7 +75,7 @@ func NewWithNetlink(name string, nl Netlink) *Reconciler {
 }
 
 // NewBinding returns a Reconciler that binds VIPs the way b says, over nl (nil: the
-// kernel's in the current network namespace). Its first Resync converts the VIPs bound
+// kernel's in the current network namespace). Its first Repair converts the VIPs bound
 // the other way (a restart that changed --vip-binding): it binds them this way first, then
 // unbinds them the other way, so every VIP stays local throughout.
 func NewBinding(name string, b Binding, nl Netlink) *Reconciler {
@@ -150,7 +151,7 @@ func (r *Reconciler) link(create bool, res *Result) error {
 
 // Apply binds and unbinds addresses, binds first. It works from its cache: binding a bound
 // address or unbinding an absent one makes no kernel call. It does not create the link (that
-// is EnsureLink's and Resync's job).
+// is EnsureLink's and Repair's job).
 func (r *Reconciler) Apply(bind, unbind []netip.Addr) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -208,52 +209,58 @@ func (r *Reconciler) Apply(bind, unbind []netip.Addr) Result {
 	return res
 }
 
-// Restore binds again addresses that were removed from the link behind the reconciler's
-// back (a notification said so): unlike Apply, it does not trust its cache for them. An
-// address the link still has costs one write that the kernel answers "exists".
-func (r *Reconciler) Restore(addrs []netip.Addr) Result {
+// Want is the VIPs a repair makes the link hold.
+type Want struct {
+	// Bound says whether an address is to be bound.
+	Bound func(netip.Addr) bool
+	// All returns every address to be bound (those mapped to true): only a repair that
+	// lists the link reads it, since it copies tens of thousands of addresses.
+	All func() map[netip.Addr]bool
+}
+
+// WantAll is the Want of the addresses desired maps to true.
+func WantAll(desired map[netip.Addr]bool) Want {
+	return Want{Bound: func(a netip.Addr) bool { return desired[a] }, All: func() map[netip.Addr]bool { return desired }}
+}
+
+// Repair is the link's one repair: it learns what the kernel holds, then writes the
+// difference with want, each VIP as a /32 or /128. It writes nothing when the link is
+// right.
+//
+// Without heard (nil), or when heard says notifications were lost, it lists the link,
+// creating it if missing: what the kernel holds is the listing. It replaces wrong versions
+// of desired VIPs (another prefix length, or an IPv6 address stuck tentative or failed
+// DAD), binds the missing ones, unbinds the others, and converts the VIPs bound the other
+// way. found (when not nil) is told, before anything is written, which addresses the link
+// had, exactly once (nil when the link could not be listed): the caller can work out which
+// virtual servers were the proxy's while the addresses are written. IPv6 link-local
+// addresses, which the kernel manages on an up link, are left alone.
+//
+// With heard, the notifications were live since the last listing: what the kernel holds is
+// the cache less what they said was removed (heard.Removed), and of those, the wanted ones
+// are bound again, without reading the link. No other link is ever touched.
+func (r *Reconciler) Repair(want Want, heard *Drift, found func(map[netip.Addr]bool)) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := Result{}
-	if len(addrs) == 0 {
+	if heard != nil && !heard.Lost {
+		var res Result
+		if r.index == 0 || r.stale {
+			if err := r.link(false, &res); err != nil {
+				res.Err = err
+				return res
+			}
+		}
+		for _, a := range heard.Removed {
+			delete(r.bound, a)
+		}
+		r.converge(slices.Values(heard.Removed), want.Bound, nil, nil, &res)
 		return res
 	}
-	if r.index == 0 || r.stale {
-		if err := r.link(false, &res); err != nil {
-			res.Err = err
-			return res
-		}
-	}
-	sorted := slices.Clone(addrs)
-	sortAddrs(sorted)
-	for _, a := range slices.Compact(sorted) {
-		if err := check(a); err != nil {
-			res.fail(a, err)
-			continue
-		}
-		delete(r.bound, a)
-		r.add(a, &res)
-	}
-	return res
+	return r.relist(want.All(), found)
 }
 
-// Resync makes the link hold exactly the desired addresses (those mapped to true), each as a
-// /32 or /128: it creates the link if missing, lists its addresses, replaces wrong versions of
-// desired ones (another prefix length, or an IPv6 address stuck tentative or failed DAD), adds
-// the missing ones and removes the others. It writes nothing when the link is right. IPv6
-// link-local addresses, which the kernel manages on an up link, are left alone; no other link
-// is ever touched.
-func (r *Reconciler) Resync(desired map[netip.Addr]bool) Result {
-	return r.ResyncNotify(desired, nil)
-}
-
-// ResyncNotify is Resync that also tells found (when not nil), before writing anything, which
-// addresses the link had: the caller can then work out which virtual servers were the
-// proxy's while the addresses are still being written. found is called exactly once, with
-// nil when the link could not be listed.
-func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[netip.Addr]bool)) Result {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// relist is Repair from a listing of the link (r.mu held).
+func (r *Reconciler) relist(desired map[netip.Addr]bool, found func(map[netip.Addr]bool)) Result {
 	tell := func(m map[netip.Addr]bool) {
 		if found != nil {
 			found(m)
@@ -274,7 +281,7 @@ func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[ne
 	}
 	stale, err := r.listOther()
 	if err != nil {
-		res.Err = err // the VIPs are still made right; the next Resync converts
+		res.Err = err // the VIPs are still made right; the next listing converts
 	}
 	if found != nil {
 		m := make(map[netip.Addr]bool, len(listed)+len(stale))
@@ -283,8 +290,9 @@ func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[ne
 		}
 		tell(m)
 	}
-
-	r.converge(desired, listed, &res)
+	have, wrong, extra := classify(listed, desired)
+	r.bound = have
+	r.converge(maps.Keys(desired), func(a netip.Addr) bool { return desired[a] }, wrong, extra, &res)
 	if len(stale) > 0 {
 		r.unbindOther(stale, err == nil, &res)
 		if r.vips.Binding() == BindRoute {
@@ -297,11 +305,10 @@ func (r *Reconciler) ResyncNotify(desired map[netip.Addr]bool, found func(map[ne
 	return res
 }
 
-// converge makes the VIPs bound the way the proxy binds them exactly the desired ones,
-// given what the kernel listed (r.mu held).
-func (r *Reconciler) converge(desired map[netip.Addr]bool, listed []Address, res *Result) {
-	have := map[netip.Addr]bool{}
-	var wrong, extra []netip.Prefix
+// classify sorts a listing of the link: the desired VIPs it holds rightly, the wrong
+// versions of desired ones, and the extras.
+func classify(listed []Address, desired map[netip.Addr]bool) (have map[netip.Addr]bool, wrong, extra []netip.Prefix) {
+	have = map[netip.Addr]bool{}
 	for _, a := range listed {
 		addr := a.Prefix.Addr()
 		switch {
@@ -314,27 +321,31 @@ func (r *Reconciler) converge(desired map[netip.Addr]bool, listed []Address, res
 			have[addr] = true
 		}
 	}
-	r.bound = have
+	return have, wrong, extra
+}
 
-	// Wrong versions first: the kernel refuses a second IPv6 address that differs only in
-	// prefix length. Then the missing ones, then the extras.
+// converge writes what the kernel lacks, given what the cache says it holds rightly:
+// wrong versions go first (the kernel refuses a second IPv6 address that differs only in
+// prefix length), then the candidates that are wanted and not bound are bound, then the
+// extras go (r.mu held).
+func (r *Reconciler) converge(candidates iter.Seq[netip.Addr], wanted func(netip.Addr) bool, wrong, extra []netip.Prefix, res *Result) {
 	sortPrefixes(wrong)
 	for _, p := range wrong {
 		r.del(p, res)
 	}
 	var adds []netip.Addr
-	for a, want := range desired {
-		if !want {
+	for a := range candidates {
+		if !wanted(a) {
 			continue
 		}
 		if err := check(a); err != nil {
 			res.fail(a, err)
-		} else if !have[a] {
+		} else if !r.bound[a] {
 			adds = append(adds, a)
 		}
 	}
 	sortAddrs(adds)
-	for _, a := range adds {
+	for _, a := range slices.Compact(adds) {
 		r.add(a, res)
 	}
 	sortPrefixes(extra)
@@ -372,7 +383,7 @@ func (r *Reconciler) rebindLost(desired map[netip.Addr]bool, res *Result) {
 	}
 }
 
-// listOther lists, until a Resync converted them, the VIPs bound the other way (IPv6
+// listOther lists, until a repair converted them, the VIPs bound the other way (IPv6
 // link-local addresses, the kernel's on an up link, left out).
 func (r *Reconciler) listOther() ([]Address, error) {
 	if r.converted {

@@ -131,7 +131,7 @@ func TestGuestEnsureLinkCreatesADownDummyOnce(t *testing.T) {
 	if err := r2.EnsureLink(); err != nil {
 		t.Fatal(err)
 	}
-	expectClean(t, r2.Resync(nil), 0)
+	expectClean(t, resync(r2, nil), 0)
 	if r2.Writes() != 0 {
 		t.Errorf("adopting the link wrote %d times", r2.Writes())
 	}
@@ -145,7 +145,7 @@ func TestGuestRefusesAVethOfThatName(t *testing.T) {
 	if err := r.EnsureLink(); !errors.Is(err, ErrNotDummy) {
 		t.Fatalf("EnsureLink over a veth: %v, want ErrNotDummy", err)
 	}
-	if res := r.Resync(map[netip.Addr]bool{netip.MustParseAddr("10.96.50.2"): true}); !errors.Is(res.Err, ErrNotDummy) {
+	if res := resync(r, map[netip.Addr]bool{netip.MustParseAddr("10.96.50.2"): true}); !errors.Is(res.Err, ErrNotDummy) {
 		t.Errorf("Resync over a veth: %+v", res)
 	}
 	if res := r.Apply(addrs("10.96.50.3"), addrs("10.96.50.1")); !errors.Is(res.Err, ErrNotDummy) {
@@ -210,7 +210,7 @@ func TestGuestResyncTouchesOnlyThisLink(t *testing.T) {
 	for _, a := range addrs("10.96.52.1", "10.96.52.2", "fd00:96:52::1", "fd00:96:52::2") {
 		desired[a] = true
 	}
-	expectClean(t, r.Resync(desired), 6)
+	expectClean(t, resync(r, desired), 6)
 	expectLinkAddrs(t, name, "10.96.52.1/32", "10.96.52.2/32", "fd00:96:52::1/128", "fd00:96:52::2/128 nodad")
 	expectLinkAddrs(t, "kt-other", "10.96.52.9/32", "fd00:96:52::9/128 nodad")
 	if lo := addrsOf(t, "lo"); !contains(lo, "10.96.52.9/32") {
@@ -220,8 +220,8 @@ func TestGuestResyncTouchesOnlyThisLink(t *testing.T) {
 		t.Errorf("Addresses() = %v", got)
 	}
 
-	expectClean(t, r.Resync(desired), 0)
-	expectClean(t, New(name).Resync(desired), 0)
+	expectClean(t, resync(r, desired), 0)
+	expectClean(t, resync(New(name), desired), 0)
 }
 
 func contains(list []string, s string) bool {

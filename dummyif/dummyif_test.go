@@ -82,7 +82,7 @@ func TestRefusesALinkThatIsNotADummy(t *testing.T) {
 	if res := r.Apply([]netip.Addr{v4a}, nil); !errors.Is(res.Err, ErrNotDummy) || res.Writes != 0 {
 		t.Errorf("Apply on a veth: %+v", res)
 	}
-	if res := r.Resync(map[netip.Addr]bool{v4a: true}); !errors.Is(res.Err, ErrNotDummy) || res.Writes != 0 {
+	if res := resync(r, map[netip.Addr]bool{v4a: true}); !errors.Is(res.Err, ErrNotDummy) || res.Writes != 0 {
 		t.Errorf("Resync on a veth: %+v", res)
 	}
 	expectOps(t, f, "link kube-ipvs0", "link kube-ipvs0", "link kube-ipvs0")
@@ -195,7 +195,7 @@ func TestLinkRecreatedBehindOurBack(t *testing.T) {
 func TestResyncCreatesTheLink(t *testing.T) {
 	f := NewFakeNetlink()
 	r := NewWithNetlink(name, f)
-	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true, v6a: true, v4b: false}), 3)
+	expectClean(t, resync(r, map[netip.Addr]bool{v4a: true, v6a: true, v4b: false}), 3)
 	expectOps(t, f,
 		"link kube-ipvs0", "add-dummy kube-ipvs0", "link kube-ipvs0",
 		"addr-list 2",
@@ -219,7 +219,7 @@ func TestResyncRepairsOnlyThisLink(t *testing.T) {
 	r := NewWithNetlink(name, f)
 
 	desired := map[netip.Addr]bool{v4a: true, v4b: true, v6a: true, v6b: true}
-	expectClean(t, r.Resync(desired), 7)
+	expectClean(t, resync(r, desired), 7)
 	expectOps(t, f,
 		"link kube-ipvs0",
 		"addr-list 3",
@@ -239,7 +239,7 @@ func TestResyncRepairsOnlyThisLink(t *testing.T) {
 	}
 
 	// Right already: a listing and nothing else.
-	expectClean(t, r.Resync(desired), 0)
+	expectClean(t, resync(r, desired), 0)
 	expectOps(t, f, "link kube-ipvs0", "addr-list 3")
 	// And the cache it rebuilt makes the next Apply free.
 	expectClean(t, r.Apply([]netip.Addr{v4a, v6b}, []netip.Addr{netip.MustParseAddr("10.96.9.9")}), 0)
@@ -260,7 +260,7 @@ func TestResyncDoesNotTrustAnInterruptedListing(t *testing.T) {
 		}
 		return nil
 	}
-	res := r.Resync(map[netip.Addr]bool{v4a: true})
+	res := resync(r, map[netip.Addr]bool{v4a: true})
 	if !errors.Is(res.Err, ErrDumpInterrupted) || res.Writes != 0 {
 		t.Fatalf("Resync over an interrupted listing: %+v", res)
 	}
@@ -276,20 +276,20 @@ func TestResyncDoesNotTrustAnInterruptedListing(t *testing.T) {
 		}
 		return nil
 	}
-	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true}), 2)
+	expectClean(t, resync(r, map[netip.Addr]bool{v4a: true}), 2)
 	expectAddrs(t, f, name, "10.96.0.1/32")
 }
 
-// ResyncNotify tells, once and before writing, what the link had; nil when it could not be
+// A listing repair tells, once and before writing, what the link had; nil when it could not be
 // listed.
-func TestResyncNotifyTellsWhatTheLinkHadBeforeWriting(t *testing.T) {
+func TestRepairTellsWhatTheLinkHadBeforeWriting(t *testing.T) {
 	f := NewFakeNetlink()
 	f.PutLink(name, "dummy")
 	f.PutAddr(name, pfx("10.96.9.9/32"), 0)
 	r := NewWithNetlink(name, f)
 	calls := 0
 	var got map[netip.Addr]bool
-	res := r.ResyncNotify(map[netip.Addr]bool{v4a: true}, func(m map[netip.Addr]bool) {
+	res := r.Repair(WantAll(map[netip.Addr]bool{v4a: true}), nil, func(m map[netip.Addr]bool) {
 		calls++
 		got = m
 		expectAddrs(t, f, name, "10.96.9.9/32") // nothing written yet
@@ -307,8 +307,13 @@ func TestResyncNotifyTellsWhatTheLinkHadBeforeWriting(t *testing.T) {
 		return nil
 	}
 	calls, got = 0, map[netip.Addr]bool{}
-	res = r.ResyncNotify(map[netip.Addr]bool{v4a: true}, func(m map[netip.Addr]bool) { calls++; got = m })
+	res = r.Repair(WantAll(map[netip.Addr]bool{v4a: true}), nil, func(m map[netip.Addr]bool) { calls++; got = m })
 	if res.Err == nil || calls != 1 || got != nil {
 		t.Errorf("failed listing: err %v, found called %d times with %v; want an error and one call with nil", res.Err, calls, got)
 	}
+}
+
+// resync is the repair from a listing of the link, of the addresses desired maps to true.
+func resync(r *Reconciler, desired map[netip.Addr]bool) Result {
+	return r.Repair(WantAll(desired), nil, nil)
 }

@@ -69,7 +69,7 @@ func TestGuestRouteBindingMakesVIPsLocal(t *testing.T) {
 	client := guestutil.NewPod(t, "rcli", netip.MustParseAddr("10.244.60.20"), netip.MustParseAddr("fd00:244:60::20"))
 	r := NewBinding(name, BindRoute, nil)
 	vips := addrs("10.96.60.1", "fd00:96:60::1")
-	expectClean(t, r.Resync(map[netip.Addr]bool{vips[0]: true, vips[1]: true}), 4) // create, up, 2 routes
+	expectClean(t, resync(r, map[netip.Addr]bool{vips[0]: true, vips[1]: true}), 4) // create, up, 2 routes
 	if l := nlLink(t, name); l.Attrs().Flags&net.FlagUp == 0 {
 		t.Fatalf("%s is down", name)
 	}
@@ -127,12 +127,12 @@ func TestGuestRouteBindingLeavesForeignRoutes(t *testing.T) {
 
 	vips := addrs("10.96.61.1", "10.96.61.2", "fd00:96:61::1")
 	desired := map[netip.Addr]bool{vips[0]: true, vips[1]: true, vips[2]: true}
-	expectClean(t, r.Resync(desired), 3)
+	expectClean(t, resync(r, desired), 3)
 	expectLocalRoutes(t, name, append([]string{"10.96.61.1/32 proto=75 metric=75", "10.96.61.2/32 proto=75 metric=75",
 		"fd00:96:61::1/128 proto=75 metric=75"}, foreign...)...)
-	expectClean(t, r.Resync(desired), 0)
+	expectClean(t, resync(r, desired), 0)
 	expectClean(t, r.Apply(nil, vips), 3)
-	expectClean(t, r.Resync(map[netip.Addr]bool{}), 0)
+	expectClean(t, resync(r, map[netip.Addr]bool{}), 0)
 	expectLocalRoutes(t, name, foreign...)
 	expectLocalRoutes(t, "kt-other", "10.96.61.8/32 proto=75 metric=75")
 }
@@ -145,11 +145,11 @@ func TestGuestConversionBetweenBindings(t *testing.T) {
 	fresh(t, name)
 	vips := addrs("10.96.62.1", "10.96.62.2", "fd00:96:62::1")
 	desired := map[netip.Addr]bool{vips[0]: true, vips[1]: true, vips[2]: true}
-	expectClean(t, New(name).Resync(desired), 4)
+	expectClean(t, resync(New(name), desired), 4)
 	addAddr(t, name, "10.96.62.9/32", 0) // a VIP nobody wants any more
 	r := NewBinding(name, BindRoute, nil)
 	var found map[netip.Addr]bool
-	res := r.ResyncNotify(desired, func(m map[netip.Addr]bool) { found = m })
+	res := r.Repair(WantAll(desired), nil, func(m map[netip.Addr]bool) { found = m })
 	if res.Err != nil || len(res.Errors) != 0 {
 		t.Fatalf("address to route: %+v", res)
 	}
@@ -159,11 +159,11 @@ func TestGuestConversionBetweenBindings(t *testing.T) {
 	expectLinkAddrs(t, name)
 	routed := []string{"10.96.62.1/32 proto=75 metric=75", "10.96.62.2/32 proto=75 metric=75", "fd00:96:62::1/128 proto=75 metric=75"}
 	expectLocalRoutes(t, name, routed...)
-	expectClean(t, r.Resync(desired), 0)
+	expectClean(t, resync(r, desired), 0)
 
 	addLocalRoute(t, name, "10.96.62.7/32", unix.RTPROT_STATIC, 0)
 	back := New(name)
-	res = back.Resync(desired)
+	res = resync(back, desired)
 	if res.Err != nil || len(res.Errors) != 0 || res.Writes != 6 {
 		t.Fatalf("route to address: %+v, want 3 addresses added and 3 routes removed", res)
 	}
@@ -171,5 +171,5 @@ func TestGuestConversionBetweenBindings(t *testing.T) {
 	if got := localRoutesOf(t, name); contains(got, routed[0]) || contains(got, routed[2]) || !contains(got, "10.96.62.7/32 proto=4 metric=0") {
 		t.Errorf("local routes through %s after the conversion: %v", name, got)
 	}
-	expectClean(t, back.Resync(desired), 0)
+	expectClean(t, resync(back, desired), 0)
 }

@@ -33,7 +33,7 @@ func TestParseBinding(t *testing.T) {
 func TestRouteBindingResyncAndApply(t *testing.T) {
 	f := NewFakeNetlink()
 	r := NewBinding(name, BindRoute, f)
-	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true, v6a: true}), 4)
+	expectClean(t, resync(r, map[netip.Addr]bool{v4a: true, v6a: true}), 4)
 	expectOps(t, f,
 		"link kube-ipvs0", "add-dummy kube-ipvs0", "link kube-ipvs0", "link-up 2",
 		"route-list 2",
@@ -46,7 +46,7 @@ func TestRouteBindingResyncAndApply(t *testing.T) {
 		t.Error("link left down")
 	}
 
-	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true, v6a: true}), 0)
+	expectClean(t, resync(r, map[netip.Addr]bool{v4a: true, v6a: true}), 0)
 	expectOps(t, f, "link kube-ipvs0", "route-list 2")
 
 	expectClean(t, r.Apply([]netip.Addr{v4b, v4a}, []netip.Addr{v6a}), 2)
@@ -57,7 +57,7 @@ func TestRouteBindingResyncAndApply(t *testing.T) {
 	f.mu.Lock()
 	f.links[name].Up = false
 	f.mu.Unlock()
-	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true, v4b: true}), 1)
+	expectClean(t, resync(r, map[netip.Addr]bool{v4a: true, v4b: true}), 1)
 	expectOps(t, f, "link kube-ipvs0", "link-up 2", "route-list 2")
 }
 
@@ -74,7 +74,7 @@ func TestRouteBindingConvertsAddresses(t *testing.T) {
 	f.PutAddr(name, pfx("fe80::1/64"), 0)
 	r := NewBinding(name, BindRoute, f)
 	var found map[netip.Addr]bool
-	res := r.ResyncNotify(map[netip.Addr]bool{v4a: true, v6a: true}, func(m map[netip.Addr]bool) { found = m })
+	res := r.Repair(WantAll(map[netip.Addr]bool{v4a: true, v6a: true}), nil, func(m map[netip.Addr]bool) { found = m })
 	expectClean(t, res, 7)
 	expectOps(t, f,
 		"link kube-ipvs0", "link-up 2",
@@ -89,7 +89,7 @@ func TestRouteBindingConvertsAddresses(t *testing.T) {
 	if !reflect.DeepEqual(found, want) {
 		t.Errorf("found %v, want %v", found, want)
 	}
-	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true, v6a: true}), 0)
+	expectClean(t, resync(r, map[netip.Addr]bool{v4a: true, v6a: true}), 0)
 	expectOps(t, f, "link kube-ipvs0", "route-list 2")
 }
 
@@ -100,7 +100,7 @@ func TestAddressBindingConvertsRoutes(t *testing.T) {
 	f.PutRoute(name, host(v4a))
 	f.PutRoute(name, host(v4b))
 	r := NewWithNetlink(name, f)
-	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true}), 3)
+	expectClean(t, resync(r, map[netip.Addr]bool{v4a: true}), 3)
 	expectOps(t, f,
 		"link kube-ipvs0", "addr-list 2", "route-list 2",
 		"addr-add 2 10.96.0.1/32 flags=0x0",
@@ -122,13 +122,13 @@ func TestConversionRetriesAfterAFailure(t *testing.T) {
 		}
 		return nil
 	}
-	if res := r.Resync(map[netip.Addr]bool{v4a: true}); len(res.Errors) != 1 || res.Errors[v4b] == nil {
+	if res := resync(r, map[netip.Addr]bool{v4a: true}); len(res.Errors) != 1 || res.Errors[v4b] == nil {
 		t.Fatalf("failed unbind not reported per VIP: %+v", res)
 	}
 	f.Fail = nil
 	f.TakeOps()
-	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true}), 1)
+	expectClean(t, resync(r, map[netip.Addr]bool{v4a: true}), 1)
 	expectOps(t, f, "link kube-ipvs0", "addr-list 2", "route-list 2", "route-del 2 10.96.0.2/32")
-	expectClean(t, r.Resync(map[netip.Addr]bool{v4a: true}), 0)
+	expectClean(t, resync(r, map[netip.Addr]bool{v4a: true}), 0)
 	expectOps(t, f, "link kube-ipvs0", "addr-list 2")
 }

@@ -44,13 +44,13 @@ func testManyVIPs(t *testing.T, b Binding) {
 	}
 	t.Logf("BENCH vip-binding=%s: %d VIPs bound in %.1f s", b, n, time.Since(begin).Seconds())
 	t0 := time.Now()
-	res := r.Resync(desired)
+	res := resync(r, desired)
 	if res.Err != nil || res.Writes != 0 {
 		t.Fatalf("resync of a right link: %+v", res)
 	}
 	t.Logf("BENCH vip-binding=%s: listing %d VIPs (first Resync, both bindings listed): %s", b, n, time.Since(t0))
 	t0 = time.Now()
-	if res := r.Resync(desired); res.Err != nil || res.Writes != 0 {
+	if res := resync(r, desired); res.Err != nil || res.Writes != 0 {
 		t.Fatalf("second resync of a right link: %+v", res)
 	}
 	t.Logf("BENCH vip-binding=%s: listing %d VIPs (periodic Resync): %s", b, n, time.Since(t0))
@@ -62,7 +62,7 @@ func testManyVIPs(t *testing.T, b Binding) {
 		t.Fatalf("unbinding: %+v", res)
 	}
 	t.Logf("BENCH vip-binding=%s: unbinding %d in %.1f s", b, n, time.Since(t0).Seconds())
-	if res := r.Resync(map[netip.Addr]bool{}); res.Err != nil || res.Writes != 0 {
+	if res := resync(r, map[netip.Addr]bool{}); res.Err != nil || res.Writes != 0 {
 		t.Fatalf("resync of an empty link: %+v", res)
 	}
 }

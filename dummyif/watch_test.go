@@ -82,10 +82,12 @@ func TestWatcherReportsRemovedAddressesAndALostLink(t *testing.T) {
 	}
 }
 
-func TestRestoreBindsAgainWhatWasRemovedBehindTheCache(t *testing.T) {
+// A repair from what the notifications heard binds again what was removed behind the cache,
+// without listing the link.
+func TestRepairFromDriftBindsAgainWhatWasRemovedBehindTheCache(t *testing.T) {
 	f := NewFakeNetlink()
 	r := NewWithNetlink(name, f)
-	if res := r.Resync(map[netip.Addr]bool{v4a: true, v6a: true}); res.Err != nil {
+	if res := resync(r, map[netip.Addr]bool{v4a: true, v6a: true}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	f.DropAddr(name, pfx("10.96.0.1/32"))
@@ -93,9 +95,10 @@ func TestRestoreBindsAgainWhatWasRemovedBehindTheCache(t *testing.T) {
 	if res := r.Apply([]netip.Addr{v4a}, nil); res.Writes != 0 {
 		t.Fatalf("Apply wrote %d times: it trusts its cache, the test relies on that", res.Writes)
 	}
-	res := r.Restore([]netip.Addr{v4a, v4a})
+	want := WantAll(map[netip.Addr]bool{v4a: true, v6a: true})
+	res := r.Repair(want, &Drift{Removed: []netip.Addr{v4a, v4a}}, nil)
 	if res.Writes != 1 || res.Err != nil || len(res.Errors) > 0 {
-		t.Fatalf("Restore: %+v, want one write", res)
+		t.Fatalf("Repair from drift: %+v, want one write", res)
 	}
 	expectOps(t, f, "addr-add 2 10.96.0.1/32 flags=0x0")
 	expectAddrs(t, f, name, "10.96.0.1/32", "fd00:96::1/128 flags=0x2")

@@ -2,7 +2,9 @@ package ipvsmode
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
@@ -38,21 +40,30 @@ func (d *Dataplane) RepairDrift(l dataplane.Live) dataplane.Result {
 		return dataplane.Result{}
 	}
 	dr := d.p.Watcher.Take()
-	if dr.Lost || !d.addrListingTrusted() {
-		if res := d.ensureLink(); res.Err != nil {
-			return res
-		}
-		res, _ := d.relistAddresses(l)
-		return res
+	if !d.addrListingTrusted() {
+		return d.repairAddresses(wantOf(l), nil, nil)
 	}
-	var again []netip.Addr
-	for _, a := range dr.Removed {
-		if l.Bound(a) {
-			again = append(again, a)
-		}
-	}
-	return addrResult(d.p.Addresses.Restore(again))
+	return d.repairAddresses(wantOf(l), &dr, nil)
 }
+
+// repairAddresses is kube-ipvs0's repair (dummyif.Reconciler.Repair): from what the
+// watcher heard (heard, trusted since the last listing), or from a listing of the link
+// (heard nil or Lost), whose addresses found is told before anything is written.
+func (d *Dataplane) repairAddresses(want dummyif.Want, heard *dummyif.Drift, found func(map[netip.Addr]bool)) dataplane.Result {
+	if heard == nil || heard.Lost {
+		d.noteAddrListing()
+	}
+	start := time.Now()
+	res := addrResult(d.p.Addresses.Repair(want, heard, found))
+	if res.Err != nil {
+		res.Err = fmt.Errorf("repairing the dummy interface's addresses: %w", res.Err)
+	}
+	res.Phases.Addresses = time.Since(start)
+	return res
+}
+
+// wantOf is the addresses live wants bound.
+func wantOf(l dataplane.Live) dummyif.Want { return dummyif.Want{Bound: l.Bound, All: l.Binds} }
 
 // noteAddrListing records that kube-ipvs0's addresses are listed now, under the watcher's
 // live subscription (if any).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/internal/samens"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
@@ -34,7 +35,6 @@ func (d *Dataplane) repairWhole(s dataplane.Snapshot) dataplane.Result {
 		defer close(fwDone)
 		res = d.repairFirewall(s.Services, s.NodeIPs, s.ServiceCIDRs)
 	})
-	d.noteAddrListing()
 	rest := d.repairAddrsAndIPVS(s, func() { <-fwDone })
 	<-fwDone
 	res.Merge(rest) // errors joined
@@ -82,33 +82,26 @@ func (d *Dataplane) repairAddrsAndIPVS(s dataplane.Snapshot, gate func()) datapl
 	var once sync.Once
 	found := func(m map[netip.Addr]bool) { once.Do(func() { listed <- m }) }
 	var addrs dataplane.Result
-	var addrTook time.Duration
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		start := time.Now()
-		addrs = addrResult(d.p.Addresses.ResyncNotify(s.Binds, found))
-		addrTook = time.Since(start)
+		addrs = d.repairAddresses(dummyif.WantAll(s.Binds), nil, found)
 		found(nil) // in case the reconciler did not call it
 	}()
 	owned := d.ownership(s, listed)
 	start := time.Now()
 	vs := d.afterIPVS(d.repairIPVSWhole(s.VSes, owned, gate))
 	vs.Phases.IPVS = time.Since(start)
-	<-done
-	addrs.Phases.Addresses = addrTook
-	var res dataplane.Result
-	res.Merge(vs)
-	res.Merge(addrs)
-	switch {
-	case vs.Err != nil && addrs.Err != nil:
-		res.Err = fmt.Errorf("repairing IPVS: %w; repairing the dummy interface's addresses: %w", vs.Err, addrs.Err)
-	case vs.Err != nil:
-		res.Err = fmt.Errorf("repairing IPVS: %w", vs.Err)
-	case addrs.Err != nil:
-		res.Err = fmt.Errorf("repairing the dummy interface's addresses: %w", addrs.Err)
+	if vs.Err != nil {
+		vs.Err = fmt.Errorf("repairing IPVS: %w", vs.Err)
 	}
-	return res
+	<-done
+	err := vs.Err
+	vs.Merge(addrs)
+	if err != nil && addrs.Err != nil {
+		vs.Err = fmt.Errorf("%w; %w", err, addrs.Err)
+	}
+	return vs
 }
 
 // repairIPVSWhole is IPVS's check in one step as large as everything: the table is read

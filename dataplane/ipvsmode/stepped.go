@@ -51,11 +51,10 @@ func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
 	}
 	var prior map[netip.Addr]bool
 	if !d.addrListingTrusted() {
-		addrs, listed := d.relistAddresses(l)
+		addrs := d.repairAddresses(wantOf(l), nil, func(m map[netip.Addr]bool) { prior = m })
 		if res.Merge(addrs); res.Err != nil {
 			return res
 		}
-		prior = listed
 	}
 	// The IPVS check begins with the first RepairStep: a step of its own, so that no step
 	// holds both the firewall's begin and the IPVS keys' collection.
@@ -156,17 +155,4 @@ func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 	}
 	res.Waiting = !progressed && !done
 	return res, done
-}
-
-// relistAddresses lists kube-ipvs0's addresses and makes them the bound ones; listed are the
-// addresses the link held before.
-func (d *Dataplane) relistAddresses(l dataplane.Live) (res dataplane.Result, listed map[netip.Addr]bool) {
-	start := time.Now()
-	d.noteAddrListing()
-	res = addrResult(d.p.Addresses.ResyncNotify(l.Binds(), func(m map[netip.Addr]bool) { listed = m }))
-	if res.Err != nil {
-		res.Err = fmt.Errorf("repairing the dummy interface's addresses: %w", res.Err)
-	}
-	res.Phases.Addresses = time.Since(start)
-	return res, listed
 }
