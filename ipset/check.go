@@ -153,15 +153,9 @@ func (c *SetsCheck) listHeaders() {
 // it), then starts the entries' listings. A listing that a header write (a set created,
 // rebuilt or destroyed) may have overtaken is thrown away and taken again.
 func (c *SetsCheck) takeHeaders(wait bool) (res Result, in bool) {
-	var hl headerListing
-	if wait {
-		hl = <-c.headers
-	} else {
-		select {
-		case hl = <-c.headers:
-		default:
-			return res, false
-		}
+	hl, ok := receive(c.headers, wait)
+	if !ok {
+		return res, false
 	}
 	r := c.r
 	r.mu.Lock()
@@ -396,20 +390,28 @@ func (c *SetsCheck) step(wait bool) (res Result, done bool, finished int) {
 		}
 	}
 	for c.pending > 0 {
-		var l setListing
-		if wait {
-			l = <-c.results
-		} else {
-			select {
-			case l = <-c.results:
-			default:
-				return res, false, finished
-			}
+		l, ok := receive(c.results, wait)
+		if !ok {
+			return res, false, finished
 		}
 		c.finish(l, &res)
 		finished++
 	}
 	return res, true, finished
+}
+
+// receive takes the next value from ch, waiting for it when wait is set; ok is false when
+// none was in.
+func receive[T any](ch <-chan T, wait bool) (v T, ok bool) {
+	if wait {
+		return <-ch, true
+	}
+	select {
+	case v = <-ch:
+		return v, true
+	default:
+		return v, false
+	}
 }
 
 // finish judges one listed set, makes the cache what the kernel holds and writes the
