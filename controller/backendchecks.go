@@ -53,11 +53,11 @@ func newBackendChecks(ch *backendcheck.Checker) *backendChecks {
 // onVerdict is the checker's report: it queues the verdict and its Service for a sync.
 func (c *Controller) onVerdict(v backendcheck.Verdict) {
 	c.noteQueued(metrics.ChangeOther, time.Now())
+	c.cfg.Gate.Raise() // before the mark, as markDirty does
 	c.mu.Lock()
 	c.verdicts = append(c.verdicts, v)
 	c.dirty[v.Service] = true
 	c.mu.Unlock()
-	c.cfg.Gate.Raise() // until the loop has looked at it (see Run)
 	c.poke()
 }
 

@@ -43,6 +43,9 @@ type steppedDP struct {
 	gateUp []string
 	// fg is the foreground gate the controller under test raises (startStepped makes it).
 	fg *foreground.Gate
+	// entered, when not nil, hears of each real step as it begins, before it waits for
+	// gate: the test knows the loop is inside the step.
+	entered chan struct{}
 }
 
 var _ dataplane.Dataplane = (*steppedDP)(nil)
@@ -84,6 +87,10 @@ func (s *steppedDP) RepairStep(l dataplane.Live, budget int) (dataplane.Result, 
 		s.waits--
 		s.waited = append(s.waited, time.Now())
 		return dataplane.Result{Waiting: true}, false
+	}
+	select {
+	case s.entered <- struct{}{}: // (nil: never)
+	default: // nobody waits any more: the test is past its steps
 	}
 	<-s.gate
 	s.yielded = append(s.yielded, l.Yielding())
@@ -151,7 +158,8 @@ func next(t *testing.T, events <-chan string) string {
 // order is asserted, not its timing). The repair's later steps find it right and write
 // nothing for it.
 func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
-	dp := &steppedDP{fakeDP: newFakeDP(), gate: make(chan struct{}), events: make(chan string, 100), wrote: map[model.VSKey]int{}}
+	dp := &steppedDP{fakeDP: newFakeDP(), gate: make(chan struct{}), events: make(chan string, 100), wrote: map[model.VSKey]int{},
+		entered: make(chan struct{}, 10)}
 	h, ctx, stopLoop := startStepped(t, 6, dp, 20*time.Millisecond, nil, io.Discard)
 	client := h.client
 	stopped := false
@@ -168,10 +176,12 @@ func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
 	for e := next(t, dp.events); e != "begin"; e = next(t, dp.events) {
 		t.Logf("before the cycle: %s", e)
 	}
+	waitEntered(t, dp)
 	dp.gate <- struct{}{}
 	if e := next(t, dp.events); e != "step" {
 		t.Fatalf("event %q, want the first step", e)
 	}
+	waitEntered(t, dp)
 	// The loop is now in the second step, waiting for the gate. A change arrives.
 	changed := vsKey("10.96.1.4", 80)
 	sl := slice("s3", "s3-1", "10.244.1.4", "10.244.9.9")
@@ -215,6 +225,16 @@ func TestChangeIsAppliedBetweenRepairSteps(t *testing.T) {
 	}
 	if dp.fg.Up() {
 		t.Errorf("the gate is up after the loop stopped")
+	}
+}
+
+// waitEntered waits until the loop is inside a step of dp.
+func waitEntered(t *testing.T, dp *steppedDP) {
+	t.Helper()
+	select {
+	case <-dp.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loop began no step for 10 s")
 	}
 }
 

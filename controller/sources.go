@@ -239,10 +239,13 @@ func (c *Controller) onNode(obj any) {
 
 func (c *Controller) markDirty(name model.ServiceName, kind string) {
 	c.noteQueued(kind, time.Now())
+	// The gate goes up before the mark, so that whoever sees the mark sees the gate up: a
+	// raise after it could come after the loop applied the change and lowered the gate,
+	// and hold the background for nothing.
+	c.cfg.Gate.Raise() // until the loop has looked at it (see Run)
 	c.mu.Lock()
 	c.dirty[name] = true
 	c.mu.Unlock()
-	c.cfg.Gate.Raise() // until the loop has looked at it (see Run)
 	c.poke()
 }
 
