@@ -146,7 +146,7 @@ func TestGuestRefusesAVethOfThatName(t *testing.T) {
 		t.Fatalf("EnsureLink over a veth: %v, want ErrNotDummy", err)
 	}
 	if res := resync(r, map[netip.Addr]bool{netip.MustParseAddr("10.96.50.2"): true}); !errors.Is(res.Err, ErrNotDummy) {
-		t.Errorf("Resync over a veth: %+v", res)
+		t.Errorf("repair over a veth: %+v", res)
 	}
 	if res := r.Apply(addrs("10.96.50.3"), addrs("10.96.50.1")); !errors.Is(res.Err, ErrNotDummy) {
 		t.Errorf("Apply over a veth: %+v", res)

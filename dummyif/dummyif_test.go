@@ -83,7 +83,7 @@ func TestRefusesALinkThatIsNotADummy(t *testing.T) {
 		t.Errorf("Apply on a veth: %+v", res)
 	}
 	if res := resync(r, map[netip.Addr]bool{v4a: true}); !errors.Is(res.Err, ErrNotDummy) || res.Writes != 0 {
-		t.Errorf("Resync on a veth: %+v", res)
+		t.Errorf("repair on a veth: %+v", res)
 	}
 	expectOps(t, f, "link kube-ipvs0", "link kube-ipvs0", "link kube-ipvs0")
 	expectAddrs(t, f, name, "10.96.0.9/32")
@@ -199,7 +199,7 @@ func TestResyncCreatesTheLink(t *testing.T) {
 	expectOps(t, f,
 		"link kube-ipvs0", "add-dummy kube-ipvs0", "link kube-ipvs0",
 		"addr-list 2",
-		"route-list 2", // the first Resync looks for VIPs bound as routes, to convert them
+		"route-list 2", // the first listing repair looks for VIPs bound as routes, to convert them
 		"addr-add 2 10.96.0.1/32 flags=0x0",
 		"addr-add 2 fd00:96::1/128 flags=0x2")
 	expectAddrs(t, f, name, "10.96.0.1/32", "fd00:96::1/128 flags=0x2")
@@ -262,7 +262,7 @@ func TestResyncDoesNotTrustAnInterruptedListing(t *testing.T) {
 	}
 	res := resync(r, map[netip.Addr]bool{v4a: true})
 	if !errors.Is(res.Err, ErrDumpInterrupted) || res.Writes != 0 {
-		t.Fatalf("Resync over an interrupted listing: %+v", res)
+		t.Fatalf("repair over an interrupted listing: %+v", res)
 	}
 	expectOps(t, f, "link kube-ipvs0", "addr-list 2", "addr-list 2", "addr-list 2")
 	expectAddrs(t, f, name, "10.96.9.9/32")

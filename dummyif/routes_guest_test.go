@@ -105,7 +105,7 @@ func TestGuestRouteBindingMakesVIPsLocal(t *testing.T) {
 
 // Only the proxy's routes are ever listed or removed: local routes through kube-ipvs0 with
 // another protocol (one to a desired VIP, one to an undesired one) and a route of the
-// proxy's protocol through another link all stay, through Resync and Apply.
+// proxy's protocol through another link all stay, through Repair and Apply.
 func TestGuestRouteBindingLeavesForeignRoutes(t *testing.T) {
 	fresh(t, name)
 	r := NewBinding(name, BindRoute, nil)

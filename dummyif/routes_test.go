@@ -37,7 +37,7 @@ func TestRouteBindingResyncAndApply(t *testing.T) {
 	expectOps(t, f,
 		"link kube-ipvs0", "add-dummy kube-ipvs0", "link kube-ipvs0", "link-up 2",
 		"route-list 2",
-		"addr-list 2", // the first Resync looks for VIPs bound as addresses, to convert them
+		"addr-list 2", // the first listing repair looks for VIPs bound as addresses, to convert them
 		"route-add 2 10.96.0.1/32",
 		"route-add 2 fd00:96::1/128")
 	expectRoutes(t, f, name, "10.96.0.1/32", "fd00:96::1/128")
@@ -53,7 +53,7 @@ func TestRouteBindingResyncAndApply(t *testing.T) {
 	expectOps(t, f, "route-add 2 10.96.0.2/32", "route-del 2 fd00:96::1/128")
 	expectRoutes(t, f, name, "10.96.0.1/32", "10.96.0.2/32")
 
-	// Someone set the link down: the next Resync sets it up again.
+	// Someone set the link down: the next listing repair sets it up again.
 	f.mu.Lock()
 	f.links[name].Up = false
 	f.mu.Unlock()
@@ -64,7 +64,7 @@ func TestRouteBindingResyncAndApply(t *testing.T) {
 // A restart from address to route binding: every desired VIP gets its route before any
 // address goes, every address goes (the link is the proxy's; the kernel's IPV6 link-local
 // one stays), the virtual servers on the old addresses are reported as found, and later
-// Resyncs no longer look at addresses.
+// Repairs no longer look at addresses.
 func TestRouteBindingConvertsAddresses(t *testing.T) {
 	f := NewFakeNetlink()
 	f.PutLink(name, "dummy")
@@ -109,8 +109,8 @@ func TestAddressBindingConvertsRoutes(t *testing.T) {
 	expectAddrs(t, f, name, "10.96.0.1/32")
 }
 
-// A conversion that failed halfway is finished by the next Resync, which lists the other
-// binding again.
+// A conversion that failed halfway is finished by the next listing repair, which lists the
+// other binding again.
 func TestConversionRetriesAfterAFailure(t *testing.T) {
 	f := NewFakeNetlink()
 	f.PutLink(name, "dummy")

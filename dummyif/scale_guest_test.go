@@ -9,7 +9,7 @@ import (
 )
 
 // Tens of thousands of VIPs on one link, in both bindings: bound in batches, the listing
-// that Resync reads back spans many netlink messages, a Resync of a right link writes
+// that a repair reads back spans many netlink messages, a repair of a right link writes
 // nothing, and unbinding works. The time per thousand VIPs and the total are logged: as
 // addresses, the kernel walks the link's address list on every add, so it grows with the
 // addresses already there; as local routes it stays flat.
@@ -48,12 +48,12 @@ func testManyVIPs(t *testing.T, b Binding) {
 	if res.Err != nil || res.Writes != 0 {
 		t.Fatalf("resync of a right link: %+v", res)
 	}
-	t.Logf("BENCH vip-binding=%s: listing %d VIPs (first Resync, both bindings listed): %s", b, n, time.Since(t0))
+	t.Logf("BENCH vip-binding=%s: listing %d VIPs (first repair, both bindings listed): %s", b, n, time.Since(t0))
 	t0 = time.Now()
 	if res := resync(r, desired); res.Err != nil || res.Writes != 0 {
 		t.Fatalf("second resync of a right link: %+v", res)
 	}
-	t.Logf("BENCH vip-binding=%s: listing %d VIPs (periodic Resync): %s", b, n, time.Since(t0))
+	t.Logf("BENCH vip-binding=%s: listing %d VIPs (periodic repair): %s", b, n, time.Since(t0))
 	if got := len(r.Addresses()); got != n {
 		t.Fatalf("%d VIPs known, want %d", got, n)
 	}

@@ -12,9 +12,9 @@ import (
 )
 
 // A handover is what a proxy that stops cleanly leaves its successor on the same node: the
-// virtual servers it had applied, real servers and all. The successor's first Resync then
-// takes the real servers of every listed virtual server whose spec is unchanged from it,
-// instead of reading them back one dump each.
+// virtual servers it had applied, real servers and all. The successor's first repair (a
+// whole check) then takes the real servers of every listed virtual server whose spec is
+// unchanged from it, instead of reading them back one dump each.
 //
 // Why: the kernel lists its real servers one virtual server per request, and under emulation
 // each request cost 0.2 ms at 14,000 virtual servers and 0.7 ms at 70,000 (the service
@@ -175,8 +175,9 @@ func (r *Reconciler) Handover() map[model.VSKey]*model.VirtualServer {
 	return out
 }
 
-// TakeHandover makes the next Resync read the kernel with the help of a predecessor's
-// handover (see the top of this file), once: the Resync after it reads everything again.
+// TakeHandover makes the next whole check (BeginWholeCheck) read the kernel with the help
+// of a predecessor's handover (see the top of this file), once: the one after it reads
+// everything again.
 // The kernel must be able to list its services alone (every Kernel of this package can);
 // one that cannot is read whole.
 func (r *Reconciler) TakeHandover(vses map[model.VSKey]*model.VirtualServer) {
@@ -215,8 +216,8 @@ func normalizedSpec(s model.VSSpec) model.VSSpec {
 	return s
 }
 
-// HandoverReads is how many virtual servers the last Resync with a handover read from the
-// kernel because the handover did not hold them as listed (-1: none had one).
+// HandoverReads is how many virtual servers the last whole check with a handover read from
+// the kernel because the handover did not hold them as listed (-1: none had one).
 func (r *Reconciler) HandoverReads() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -8,7 +8,7 @@ import (
 
 // KernelWeights reads the real servers and weights of the given virtual servers from the
 // kernel, one request each (virtual servers the kernel lacks are left out). It does not
-// touch the cache: it is for a caller deciding weights before its first Resync.
+// touch the cache: it is for a caller deciding weights before its first repair.
 func (r *Reconciler) KernelWeights(keys []model.VSKey) (map[model.VSKey]map[model.RSKey]uint32, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
