@@ -16,7 +16,7 @@ import (
 // Check is one repair of the IPVS table cut into bounded steps, so that changes applied
 // between the steps (Apply) never wait for the whole table to be read back. It is the
 // table's one repair: a whole repair (the first, and every one asked to be whole) is a
-// Check begun by BeginWholeCheck and done in one Step as large as everything (Resync).
+// Check begun by BeginWholeCheck and done in one Step as large as everything.
 //
 // BeginCheck lists the virtual servers without their real servers (one request): through
 // the Reconciler's Lister in the background when it has one, so that no step waits for a

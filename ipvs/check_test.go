@@ -217,3 +217,14 @@ func TestCheckKeepsNoReadMapAcrossVirtualServers(t *testing.T) {
 		}
 	}
 }
+
+// resync is a whole repair: the check begun by BeginWholeCheck, in one step as large as
+// everything.
+func resync(r *Reconciler, desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) Result {
+	c, err := r.BeginWholeCheck(desired)
+	if err != nil {
+		return Result{Err: err}
+	}
+	res, _ := c.Step(c.Left(), func(k model.VSKey) *model.VirtualServer { return desired[k] }, owned)
+	return res
+}

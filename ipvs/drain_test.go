@@ -115,7 +115,7 @@ func TestResyncAfterRestartRebuildsDrains(t *testing.T) {
 	f.Put(vs(kA, "rr", "10.244.0.1:8080", 1, "10.244.0.2:8080", 0))
 	f.Put(vs(kC, "rr", "10.244.0.1:8080", 1, "10.244.0.3:8080", 0))
 	r := drainingReconciler(f, c)
-	res := r.Resync(changes(
+	res := resync(r, changes(
 		vs(kA, "rr", "10.244.0.1:8080", 1),
 		vs(kC, "rr", "10.244.0.1:8080", 1, "10.244.0.3:8080", 1)), nil)
 	expectClean(t, res, 1)

@@ -123,5 +123,5 @@ func TestGuestMobyIPVSWritesReadByOwnDecoding(t *testing.T) {
 	}
 	desired := changes(want...)
 	r := NewReconciler(k)
-	expectClean(t, r.Resync(desired, func(key model.VSKey) bool { return desired[key] != nil }), 0)
+	expectClean(t, resync(r, desired, func(key model.VSKey) bool { return desired[key] != nil }), 0)
 }

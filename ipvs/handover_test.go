@@ -79,7 +79,7 @@ func TestResyncWithAHandoverReadsOnlyWhatItCannotTrust(t *testing.T) {
 	after.ShareDesired()
 	after.TakeHandover(handover)
 	desired := changes(a2, b, c, d)
-	res := after.Resync(desired, owned("10.96.0.0/16"))
+	res := resync(after, desired, owned("10.96.0.0/16"))
 	expectClean(t, res, 4) // a's new real server; b's spec; c and its real server
 	ops := f.TakeOps()
 	if ops[0] != "list-services" || !strings.HasPrefix(ops[1], "get-reals "+kB.String()) || strings.HasPrefix(ops[2], "get-reals") {
@@ -91,7 +91,7 @@ func TestResyncWithAHandoverReadsOnlyWhatItCannotTrust(t *testing.T) {
 	expectDump(t, f, a2, b, c, vs(kD, "rr", "10.244.0.99:80", 1))
 
 	// The next Resync reads everything: d is repaired.
-	expectClean(t, after.Resync(desired, owned("10.96.0.0/16")), 2)
+	expectClean(t, resync(after, desired, owned("10.96.0.0/16")), 2)
 	expectDump(t, f, a2, b, c, d)
 	if n := after.HandoverReads(); n != 1 {
 		t.Errorf("HandoverReads() = %d after a Resync without a handover, want the last one's 1", n)
@@ -112,6 +112,6 @@ func TestResyncWithAHandoverFallsBackWhenTheListingFails(t *testing.T) {
 	}
 	r := NewReconciler(f)
 	r.TakeHandover(changes(a))
-	expectClean(t, r.Resync(changes(a), owned("10.96.0.0/16")), 2)
+	expectClean(t, resync(r, changes(a), owned("10.96.0.0/16")), 2)
 	expectDump(t, f, a)
 }

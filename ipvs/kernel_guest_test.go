@@ -152,7 +152,7 @@ func TestGuestResyncRestoresAfterFlush(t *testing.T) {
 	if n := len(listed(t, k)); n != 0 {
 		t.Fatalf("%d virtual servers after ipvsadm -C", n)
 	}
-	expectClean(t, r.Resync(desired, owned), 7)
+	expectClean(t, resync(r, desired, owned), 7)
 	got := listed(t, k)
 	if len(got) != len(desired) {
 		t.Errorf("kernel has %d virtual servers, want %d", len(got), len(desired))
@@ -168,7 +168,7 @@ func TestGuestResyncRestoresAfterFlush(t *testing.T) {
 	ipvsadm(t, "-A", "-t", "192.0.2.50:80", "-s", "wlc")
 	ipvsadm(t, "-a", "-t", "192.0.2.50:80", "-r", "192.0.2.51:80", "-m")
 	t.Cleanup(func() { _ = exec.Command("ipvsadm", "-D", "-t", "192.0.2.50:80").Run() })
-	expectClean(t, r.Resync(desired, owned), 1)
+	expectClean(t, resync(r, desired, owned), 1)
 	got = listed(t, k)
 	if _, ok := got[key("10.97.2.99:80", model.TCP)]; ok {
 		t.Error("owned leftover survived the resync")
@@ -201,7 +201,7 @@ func TestGuestNoOpApplyAndMatchingResyncWriteNothing(t *testing.T) {
 
 	k2 := newKernel(t)
 	r2 := NewReconciler(k2)
-	expectClean(t, r2.Resync(desired, allOwned), 0)
+	expectClean(t, resync(r2, desired, allOwned), 0)
 	expectClean(t, r2.Apply(desired), 0)
 	if r2.Writes() != 0 {
 		t.Errorf("the adopting reconciler wrote %d times", r2.Writes())

@@ -64,7 +64,7 @@ func TestGuestKeyedCheckRepairsDriftAndTheListingFindsStrays(t *testing.T) {
 
 	r := NewReconciler(k)
 	r.Lister = lister.(ServiceLister)
-	expectClean(t, r.Resync(desired, owned), 7)
+	expectClean(t, resync(r, desired, owned), 7)
 	next, took := r.NextListing()
 	if took <= 0 || next.IsZero() {
 		t.Fatalf("after the resync's listing: next listing at %v, kernel time %v; want it measured", next, took)

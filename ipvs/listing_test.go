@@ -70,7 +70,7 @@ func TestCheckListsTheTableOnlyAsOftenAsItsLengthAllows(t *testing.T) {
 			desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kB, "rr", "10.0.0.2:53", 1),
 				vs(kC, "rr", "10.0.0.3:443", 1), vs(kD, "rr", "10.0.0.4:80", 1))
 			f.SetListingTook(time.Second) // the spacing is then 200 s
-			if res := r.Resync(maps.Clone(desired), ownAll); res.Err != nil || len(res.Errors) > 0 {
+			if res := resync(r, maps.Clone(desired), ownAll); res.Err != nil || len(res.Errors) > 0 {
 				t.Fatalf("resync: %v %v", res.Err, res.Errors)
 			}
 			if next, took := r.NextListing(); took != time.Second || !next.Equal(now.Add(200*time.Second)) {
@@ -139,7 +139,7 @@ func TestKeyedCheckNeverRevertsAChangeMadeAfterItBegan(t *testing.T) {
 	r := NewReconciler(f)
 	desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kD, "rr", "10.0.0.4:80", 1))
 	f.SetListingTook(time.Hour)
-	if res := r.Resync(maps.Clone(desired), ownAll); res.Err != nil {
+	if res := resync(r, maps.Clone(desired), ownAll); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	f.TakeOps()

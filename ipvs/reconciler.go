@@ -2,7 +2,7 @@
 //
 // The Reconciler keeps a cached view of what it applied, so an incremental Apply costs kernel
 // calls only for what differs (none when nothing does), and a Check repairs what drifted,
-// in steps or (Resync) in one. Invariants:
+// in steps or (BeginWholeCheck) in one. Invariants:
 //   - A spec change (scheduler, flags, timeout) is an in-place UpdateService: a virtual server
 //     is never deleted and re-created for it, so established connections survive.
 //   - Within one Apply, all creates and updates come before any delete: mid-Apply a virtual
@@ -98,7 +98,7 @@ type Reconciler struct {
 	listingTook time.Duration
 }
 
-// ShareDesired lets the reconciler keep the virtual servers given to Apply and Resync as its
+// ShareDesired lets the reconciler keep the virtual servers given to Apply and a repair as its
 // cache of the kernel, instead of copies, for those the kernel ends up holding exactly so;
 // it copies one before it records a change to it. The caller promises never to change a
 // VirtualServer, or its Reals, after passing it. At 50,000 Services the cache would
@@ -125,7 +125,7 @@ func (r *Reconciler) forget(key model.VSKey) {
 	delete(r.shared, key)
 }
 
-// NewReconciler returns a Reconciler with an empty cache: call Resync first to adopt what the
+// NewReconciler returns a Reconciler with an empty cache: repair whole first to adopt what the
 // kernel already has. Without SetGracefulTermination, removed real servers are deleted at once.
 func NewReconciler(k Kernel) *Reconciler {
 	return &Reconciler{k: k, applied: map[model.VSKey]*model.VirtualServer{}, now: time.Now,
@@ -154,21 +154,6 @@ func (r *Reconciler) Apply(changes map[model.VSKey]*model.VirtualServer) Result 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.apply(changes)
-}
-
-// Resync repairs the whole table in one step: the check (see Check) in one step as large as
-// everything, begun by BeginWholeCheck. Every desired virtual server is made right and
-// every other virtual server for which owned returns true (a nil owned owns nothing) is
-// deleted. Virtual servers that are neither desired nor owned are left alone. When the
-// kernel already matches, it writes nothing. If the dump fails, nothing is written, the
-// cache is unchanged and Result.Err says why.
-func (r *Reconciler) Resync(desired map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool) Result {
-	c, err := r.BeginWholeCheck(desired)
-	if err != nil {
-		return Result{Err: err}
-	}
-	res, _ := c.Step(c.Left(), func(k model.VSKey) *model.VirtualServer { return desired[k] }, owned)
-	return res
 }
 
 // validate rejects what the kernel could not hold or would hold under another key.

@@ -185,7 +185,7 @@ func TestKernelFlagsWeDoNotManageAreIgnored(t *testing.T) {
 	expectClean(t, r.Apply(changes(a)), 0)
 	expectOps(t, f)
 	r2 := NewReconciler(f)
-	expectClean(t, r2.Resync(changes(a), func(model.VSKey) bool { return true }), 0)
+	expectClean(t, resync(r2, changes(a), func(model.VSKey) bool { return true }), 0)
 	expectOps(t, f, "list")
 }
 
@@ -260,7 +260,7 @@ func TestResyncAdoptsAMatchingKernelWithoutWrites(t *testing.T) {
 	f.Put(b)
 
 	r := NewReconciler(f) // a restarted proxy
-	expectClean(t, r.Resync(changes(a, b), owned("10.96.0.0/16")), 0)
+	expectClean(t, resync(r, changes(a, b), owned("10.96.0.0/16")), 0)
 	expectOps(t, f, "list")
 	if r.Writes() != 0 {
 		t.Errorf("Writes() = %d", r.Writes())
@@ -286,7 +286,7 @@ func TestResyncRepairsDrift(t *testing.T) {
 	foreign := vs(key("192.0.2.1:80", model.TCP), "wlc", "192.0.2.10:80", 1)
 	f.Put(foreign)
 
-	res := r.Resync(changes(a, b), owned("10.96.0.0/16"))
+	res := resync(r, changes(a, b), owned("10.96.0.0/16"))
 	expectClean(t, res, 6)
 	expectOps(t, f,
 		"list",
@@ -299,12 +299,12 @@ func TestResyncRepairsDrift(t *testing.T) {
 	)
 	expectDump(t, f, a, b, foreign)
 
-	expectClean(t, r.Resync(changes(a, b), owned("10.96.0.0/16")), 0)
+	expectClean(t, resync(r, changes(a, b), owned("10.96.0.0/16")), 0)
 	expectOps(t, f, "list")
 	// Nothing owned: nothing deleted, but desired still made right.
 	f.Put(vs(kD, "rr"))
 	f.Drop(kA)
-	expectClean(t, r.Resync(changes(a, b), nil), 2)
+	expectClean(t, resync(r, changes(a, b), nil), 2)
 	expectOps(t, f,
 		"list",
 		"new-service TCP 10.96.0.1:80 rr flags=0x0 timeout=0",
@@ -324,7 +324,7 @@ func TestResyncDoesNotTrustAFailedDump(t *testing.T) {
 		}
 		return nil
 	}
-	res := r.Resync(nil, owned("10.96.0.0/16"))
+	res := resync(r, nil, owned("10.96.0.0/16"))
 	if !errors.Is(res.Err, ErrDumpInterrupted) || res.Writes != 0 {
 		t.Errorf("Resync with an interrupted dump: %+v", res)
 	}

@@ -64,7 +64,7 @@ func TestGuestLargeBatchAndLargeDumps(t *testing.T) {
 			t.Fatalf("dump of %s: %d real servers, want %d", key, len(got.Reals), len(v.Reals))
 		}
 	}
-	expectClean(t, r.Resync(want, func(k model.VSKey) bool { return want[k] != nil }), 0)
+	expectClean(t, resync(r, want, func(k model.VSKey) bool { return want[k] != nil }), 0)
 }
 
 // More failures in one batch than the socket's receive buffer holds answers for: the kernel

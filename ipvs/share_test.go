@@ -82,7 +82,7 @@ func TestSharingMatchesCopying(t *testing.T) {
 				}
 			}
 			owned := func(model.VSKey) bool { return true }
-			rc, rs = copying.Resync(desired, owned), sharing.Resync(desired, owned)
+			rc, rs = resync(copying, desired, owned), resync(sharing, desired, owned)
 		} else {
 			rc, rs = copying.Apply(ch), sharing.Apply(ch)
 		}
@@ -128,14 +128,14 @@ func TestResyncWithAndWithoutVisitor(t *testing.T) {
 		f.Put(vs(kA, "rr", "10.244.0.1:8080", 1))       // right
 		f.Put(vs(kB, "rr", "10.244.0.9:53", 1))         // wrong real server
 		f.Put(vs(key("10.96.9.9:80", model.TCP), "rr")) // not wanted
-		res := r.Resync(desired, func(model.VSKey) bool { return true })
+		res := resync(r, desired, func(model.VSKey) bool { return true })
 		expectClean(t, res, 1+2+1+1) // kB: add and delete; kC: service and real server; the extra: delete
 		expectDump(t, f, desired[kA], desired[kB], desired[kC])
 		if len(r.shared) != 3 {
 			t.Errorf("%s: %d of 3 virtual servers shared after the resync", name, len(r.shared))
 		}
 		f.TakeOps()
-		expectClean(t, r.Resync(desired, func(model.VSKey) bool { return true }), 0)
+		expectClean(t, resync(r, desired, func(model.VSKey) bool { return true }), 0)
 		expectOps(t, f, "list")
 	}
 }

@@ -43,7 +43,7 @@ func TestHandoverFileIsTakenOnceAndOnlyOnTheSameBoot(t *testing.T) {
 		t.Errorf("the handover is still there after it was read (%v)", err)
 	}
 	k.TakeOps()
-	if res := after.p.IPVS.Resync(map[model.VSKey]*model.VirtualServer{key: vs}, nil); res.Err != nil || res.Writes != 0 {
+	if res := after.repairIPVSWhole(map[model.VSKey]*model.VirtualServer{key: vs}, nil, func() {}); res.Err != nil || res.Writes != 0 {
 		t.Fatalf("resync: %v, %d writes", res.Err, res.Writes)
 	}
 	if ops := k.TakeOps(); len(ops) != 1 || ops[0] != "list-services" {
