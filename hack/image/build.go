@@ -26,7 +26,8 @@ type recipe struct {
 	// roots maps a platform ("linux/amd64") to the folder holding its root file system.
 	roots map[string]string
 	// The image's run-time settings and the layer's history line; empty means kube-ipvs's own
-	// (the defaults below), which `make image` uses. cmd counts only with an entrypoint.
+	// (the defaults below), which `make image` uses. A cmd without an entrypoint is an image
+	// that runs its cmd (busybox's sh, hack/conformance).
 	entrypoint, cmd []string
 	createdBy       string
 }
@@ -59,6 +60,8 @@ func platformImage(r recipe, platform, root, work string) (v1.Image, error) {
 	if r.entrypoint != nil {
 		// An image given its own entrypoint has only the arguments it is given.
 		ep, cmd = r.entrypoint, r.cmd
+	} else if r.cmd != nil {
+		ep, cmd = nil, r.cmd
 	}
 	if r.createdBy != "" {
 		hist = r.createdBy

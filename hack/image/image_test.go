@@ -140,3 +140,16 @@ func TestOtherImageEntrypoint(t *testing.T) {
 		t.Errorf("entrypoint %q cmd %q, want [/pause] and none", cf.Config.Entrypoint, cf.Config.Cmd)
 	}
 }
+
+// A cmd without an entrypoint gives an image that runs its cmd, as busybox's runs sh.
+func TestCmdWithoutEntrypoint(t *testing.T) {
+	r := recipe{name: "registry.k8s.io/e2e-test-images/busybox", version: "1.37.0-2", revision: "abc",
+		created: epoch, roots: map[string]string{"linux/amd64": tree(t, "busybox")}, cmd: []string{"sh"}}
+	b, err := build(r, platforms[:1], t.TempDir())
+	must(t, err)
+	cf, err := b.images[0].ConfigFile()
+	must(t, err)
+	if len(cf.Config.Entrypoint) != 0 || len(cf.Config.Cmd) != 1 || cf.Config.Cmd[0] != "sh" {
+		t.Errorf("entrypoint %q cmd %q, want none and [sh]", cf.Config.Entrypoint, cf.Config.Cmd)
+	}
+}

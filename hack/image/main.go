@@ -69,7 +69,7 @@ func buildCommand(args []string) error {
 	created := fs.Int64("created", 0, "the creation time in Unix seconds (every file's time too)")
 	out := fs.String("out", "", "output folder: oci/ (image layout) and NAME-ARCH.tar (docker load)")
 	ep := fs.String("entrypoint", "", "the entrypoint, words separated by commas (default kube-ipvs's)")
-	cmd := fs.String("cmd", "", "the default arguments, separated by commas (default kube-ipvs's; none with --entrypoint)")
+	cmd := fs.String("cmd", "", "the default arguments, separated by commas (default kube-ipvs's; none with --entrypoint; alone, the command with no entrypoint)")
 	createdBy := fs.String("created-by", "", "the layer's history line (default kube-ipvs's)")
 	fs.Parse(args)
 	if len(roots.order) == 0 || *version == "" || *revision == "" || *out == "" {

@@ -7,7 +7,8 @@
 # dpkg -x unpacks them, and this script does the little the maintainer scripts would have
 # done that matters at run time (the iptables alternatives, merged /usr, /etc/passwd).
 # ROOT gets /usr/share/kube-ipvs/packages.txt ("name version arch" per package); the kube-ipvs
-# binary is added by the caller.
+# binary is added by the caller. IMAGE_PACKAGES names another package list in the same format
+# (hack/conformance builds the e2e test images from its own lists); it must hold netbase.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -52,7 +53,7 @@ if [[ ${IMAGE_APT_UPDATE:-} == 1 || ! -f $stamp || -n $(find "$stamp" -mmin +144
   touch "$stamp"
 fi
 
-mapfile -t wanted < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/packages.txt" | awk '{print $1}')
+mapfile -t wanted < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "${IMAGE_PACKAGES:-$here/packages.txt}" | awk '{print $1}')
 # apt's own resolver on an empty system: "Inst NAME (VERSION ... [ARCH])" per package.
 resolved=$(apt-get "${apt_opts[@]}" -s install "${wanted[@]/%/:$arch}" 2>&1) ||
   die "resolving the packages failed: $resolved"
@@ -91,12 +92,15 @@ for d in bin sbin lib lib64; do
 done
 
 # What iptables's postinst does with update-alternatives: the plain names use nft, Debian's
-# default. kube-ipvs itself calls iptables-{legacy,nft}-{save,restore} by backend.
-for f in iptables ip6tables; do
-  for suffix in "" -save -restore; do
-    ln -s "$f-nft$suffix" "$root/usr/sbin/$f$suffix"
+# default. kube-ipvs itself calls iptables-{legacy,nft}-{save,restore} by backend. Only where
+# iptables is in the list.
+if [[ -e $root/usr/sbin/iptables-nft ]]; then
+  for f in iptables ip6tables; do
+    for suffix in "" -save -restore; do
+      ln -s "$f-nft$suffix" "$root/usr/sbin/$f$suffix"
+    done
   done
-done
+fi
 
 # Documentation is not needed at run time; the copyright files stay (the licences).
 find "$root/usr/share/doc" -type f ! -name copyright -delete
