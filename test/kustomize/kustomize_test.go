@@ -4,6 +4,7 @@
 package kustomize
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -248,6 +249,59 @@ func TestKubeProxyCompatComponentBuilds(t *testing.T) {
 		}
 		if !port {
 			t.Errorf("%v: container ports %v lack 10249", components, proxy["ports"])
+		}
+	}
+}
+
+// make cluster's overlay (hack/cluster/kube-ipvs) builds on deploy/ as shipped and changes only
+// what a user sets for a cluster: the image tag, the API server's address keys in the
+// ConfigMap and two flags appended to the proxy's args; the rest of the DaemonSet is deploy/'s.
+func TestClusterOverlayChangesOnlyUserValues(t *testing.T) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	base, err := k.Run(filesys.MakeFsOnDisk(), "../../deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	over, err := k.Run(filesys.MakeFsOnDisk(), "../../hack/cluster/kube-ipvs")
+	if err != nil {
+		t.Fatalf("kustomize build hack/cluster/kube-ipvs: %v", err)
+	}
+	if len(base.Resources()) != len(over.Resources()) {
+		t.Fatalf("the overlay has %d objects, deploy/ %d", len(over.Resources()), len(base.Resources()))
+	}
+	for _, r := range over.Resources() {
+		b, err := base.GetById(r.CurId())
+		if err != nil {
+			t.Fatalf("%s %s is not in deploy/", r.GetKind(), r.GetName())
+		}
+		bm, _ := b.Map()
+		om, _ := r.Map()
+		switch r.GetKind() {
+		case "ConfigMap":
+			data := dig(t, om, "data")
+			if data["apiserver-host"] != "10.0.2.100" || data["apiserver-port"] != "6443" {
+				t.Errorf("the ConfigMap's API server keys: %v %v", data["apiserver-host"], data["apiserver-port"])
+			}
+			delete(data, "apiserver-host")
+			delete(data, "apiserver-port")
+		case "DaemonSet":
+			spec := dig(t, om, "spec", "template", "spec")
+			proxy := list(spec["containers"])[0]
+			args := proxy["args"].([]any)
+			tail := args[len(args)-2:]
+			if tail[0] != "--cluster-cidr=10.244.0.0/16" || tail[1] != "--metrics-bind-address=0.0.0.0:10249" {
+				t.Errorf("the proxy's args end with %v", tail)
+			}
+			proxy["args"] = args[:len(args)-2]
+			for _, c := range append(list(spec["initContainers"]), proxy) {
+				if c["image"] != "kube-ipvs:cluster" {
+					t.Errorf("container %v runs %v, want kube-ipvs:cluster", c["name"], c["image"])
+				}
+				c["image"] = "kube-ipvs:TAG"
+			}
+		}
+		if fmt.Sprint(om) != fmt.Sprint(bm) {
+			t.Errorf("%s %s differs from deploy/'s beyond the user's values:\noverlay: %v\ndeploy/: %v", r.GetKind(), r.GetName(), om, bm)
 		}
 	}
 }
