@@ -40,11 +40,11 @@ func (c *checker) scale(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if err := <-loop; err != nil {
-		return "", fmt.Errorf("the request loop during the scale-down: %w", err)
+		return "", fmt.Errorf("the request loop during the scale-down: %w%s", err, c.scaleDiagnosis(ctx, vs))
 	}
 	a, err := parseSummary(loopOut)
 	if err != nil || a.failed > 0 {
-		return "", fmt.Errorf("the request loop during the scale-down: %v: %s", err, loopOut)
+		return "", fmt.Errorf("the request loop during the scale-down: %v: %s%s", err, loopOut, c.scaleDiagnosis(ctx, vs))
 	}
 	if err := c.waitReplicas(ctx, "default", "echo", 3); err != nil {
 		return "", err
@@ -117,4 +117,17 @@ func (c *checker) readyEndpoints(ctx context.Context) ([]string, error) {
 		}
 	}
 	return ready, nil
+}
+
+// scaleDiagnosis is what a failed request loop needs looked at: the virtual server's real
+// servers and weights, its connections in the IPVS table, and the end of kube-ipvs' log.
+func (c *checker) scaleDiagnosis(ctx context.Context, vs string) string {
+	var b strings.Builder
+	for _, argv := range [][]string{{"ipvsadm", "-Ln", "-t", vs}, {"ipvsadm", "-Lnc"}} {
+		rep, err := c.h.onNode(ctx, 10*time.Second, argv...)
+		fmt.Fprintf(&b, "\n--- %s (%v)\n%s", strings.Join(argv, " "), err, rep.Output)
+	}
+	log, _, err := c.h.kubectl(ctx, "-n", "kube-system", "logs", "ds/kube-ipvs", "-c", "kube-ipvs", "--tail=40")
+	fmt.Fprintf(&b, "\n--- kube-ipvs log, last 40 lines (%v)\n%s", err, log)
+	return b.String()
 }
