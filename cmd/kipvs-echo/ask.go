@@ -35,7 +35,8 @@ func ask(args []string, stdout, stderr io.Writer) int {
 		name, err := once(addr, *udp, *sport, *timeout)
 		if err != nil {
 			failed++
-			fmt.Fprintf(stderr, "request %d to %s: %v\n", i+1, addr, err)
+			// The clock time places the failure among the node's other records.
+			fmt.Fprintf(stderr, "request %d at %s to %s: %v\n", i+1, time.Now().UTC().Format("15:04:05.000"), addr, err)
 			continue
 		}
 		counts[name]++

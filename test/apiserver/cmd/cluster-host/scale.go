@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,13 @@ func (c *checker) scale(ctx context.Context) (string, error) {
 	if err := c.waitReplicas(ctx, "default", "echo", 10); err != nil {
 		return "", err
 	}
+	client, err := c.cs.CoreV1().Pods("default").Get(ctx, "client", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	traceCtx, stopTrace := context.WithCancel(ctx)
+	trace, traceDone := c.startScaleTrace(traceCtx, vs, client.Status.PodIP)
+	defer func() { stopTrace(); traceDone() }()
 	loop := make(chan error, 1)
 	var loopOut string
 	go func() {
@@ -39,12 +47,16 @@ func (c *checker) scale(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := <-loop; err != nil {
-		return "", fmt.Errorf("the request loop during the scale-down: %w%s", err, c.scaleDiagnosis(ctx, vs))
-	}
+	loopErr := <-loop
+	stopTrace()
+	traceDone()
 	a, err := parseSummary(loopOut)
-	if err != nil || a.failed > 0 {
-		return "", fmt.Errorf("the request loop during the scale-down: %v: %s%s", err, loopOut, c.scaleDiagnosis(ctx, vs))
+	if loopErr != nil || err != nil || a.failed > 0 {
+		return "", fmt.Errorf("the request loop during the scale-down: %v %v: %s%s%s",
+			loopErr, err, loopOut, trace, c.scaleDiagnosis(ctx, vs))
+	}
+	if os.Getenv("CLUSTER_TRACE") != "" {
+		logf("%s", trace)
 	}
 	if err := c.waitReplicas(ctx, "default", "echo", 3); err != nil {
 		return "", err

@@ -29,9 +29,10 @@ func (h *host) kubectl(ctx context.Context, args ...string) (string, time.Durati
 
 // agentReply is cluster-node agent's answer (test/apiserver/cmd/cluster-node/agent.go).
 type agentReply struct {
-	Exit   int    `json:"exit"`
-	Output string `json:"output"`
-	Error  string `json:"error"`
+	Exit   int       `json:"exit"`
+	Output string    `json:"output"`
+	Error  string    `json:"error"`
+	End    time.Time `json:"end"` // the node's clock when the command ended
 }
 
 // onNode runs argv on the node through cluster-node's agent, reached like the kubelet:

@@ -21,6 +21,9 @@ type AgentReply struct {
 	Exit   int    `json:"exit"`
 	Output string `json:"output"`
 	Error  string `json:"error,omitempty"` // the command could not run
+	// End is the node's clock when the command ended: what it printed is placed on the
+	// node's time line, which the pods share (their logs and kipvs-echo ask's failures).
+	End time.Time `json:"end"`
 }
 
 // agent serves POST /run: the operator checks run what only the node itself can (a client
@@ -50,7 +53,7 @@ func agent(args []string) error {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		out, err := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...).CombinedOutput()
-		rep := AgentReply{Output: string(out)}
+		rep := AgentReply{Output: string(out), End: time.Now()}
 		var ee *exec.ExitError
 		switch {
 		case errors.As(err, &ee):
