@@ -2,7 +2,8 @@
 # Prints the folder holding every binary of the real cluster (issue 32), building them on first
 # use, each from its upstream Go module at a pinned version:
 #   test/apiserver  k8s.io/kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler,
-#                   kubelet, kubectl; go.etcd.io/etcd/server/v3: etcd
+#                   kubelet, kubectl, kube-proxy (make conformance PROXY=kube-proxy);
+#                   go.etcd.io/etcd/server/v3: etcd
 #   test/node       containerd, containerd-shim-runc-v2, ctr, runc, the CNI plugins (ptp,
 #                   host-local, loopback, portmap, bridge), crictl, and pause (our own, in Go)
 #   test/coredns    coredns
@@ -17,7 +18,7 @@ node=$repo/test/node
 coredns=$repo/test/coredns
 export GOWORK=off
 
-bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
+bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy
   containerd containerd-shim-runc-v2 ctr runc ptp host-local loopback portmap bridge crictl pause
   coredns)
 
@@ -61,7 +62,7 @@ kflags="-X $kpkg.gitVersion=$kv -X $kpkg.gitMajor=$kmajor -X $kpkg.gitMinor=$kmi
 kflags+=" -X $kpkg.gitTreeState=clean"
 build "$apiserver" etcd 0 "" "" ./cmd/etcd
 build "$apiserver" kube-apiserver 0 "" "$kflags" ./cmd/kube-apiserver
-for c in kube-controller-manager kube-scheduler kubelet kubectl; do
+for c in kube-controller-manager kube-scheduler kubelet kubectl kube-proxy; do
   build "$apiserver" "$c" 0 "" "$kflags" "k8s.io/kubernetes/cmd/$c"
 done
 
