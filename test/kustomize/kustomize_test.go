@@ -305,3 +305,52 @@ func TestClusterOverlayChangesOnlyUserValues(t *testing.T) {
 		}
 	}
 }
+
+// make conformance PROXY=kube-proxy's manifests (hack/cluster/kube-proxy) build: kubeadm's
+// objects, kube-proxy in IPVS mode from the image of the Kubernetes version the cluster's
+// binaries are built from (test/apiserver/go.mod), with the API server's real address.
+func TestKubeProxyManifests(t *testing.T) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	res, err := k.Run(filesys.MakeFsOnDisk(), "../../hack/cluster/kube-proxy")
+	if err != nil {
+		t.Fatalf("kustomize build hack/cluster/kube-proxy: %v", err)
+	}
+	mod, err := os.ReadFile("../apiserver/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := ""
+	for _, l := range strings.Split(string(mod), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "k8s.io/kubernetes" {
+			version = f[1]
+		}
+	}
+	kinds := map[string]int{}
+	for _, r := range res.Resources() {
+		kinds[r.GetKind()]++
+		m, _ := r.Map()
+		switch r.GetKind() {
+		case "ConfigMap":
+			data := dig(t, m, "data")
+			conf, _ := data["config.conf"].(string)
+			for _, want := range []string{"mode: ipvs", "clusterCIDR: 10.244.0.0/16", "kubeconfig: /var/lib/kube-proxy/kubeconfig.conf"} {
+				if !strings.Contains(conf, want) {
+					t.Errorf("config.conf lacks %q:\n%s", want, conf)
+				}
+			}
+			if kc, _ := data["kubeconfig.conf"].(string); !strings.Contains(kc, "server: https://10.0.2.100:6443") {
+				t.Errorf("kubeconfig.conf does not name the API server's real address:\n%s", kc)
+			}
+		case "DaemonSet":
+			c := list(dig(t, m, "spec", "template", "spec")["containers"])[0]
+			if want := "registry.k8s.io/kube-proxy:" + version; c["image"] != want {
+				t.Errorf("the DaemonSet runs %v, want %s", c["image"], want)
+			}
+		}
+	}
+	for _, kind := range []string{"DaemonSet", "ServiceAccount", "ClusterRoleBinding", "ConfigMap"} {
+		if kinds[kind] != 1 {
+			t.Errorf("want one %s, got %v", kind, kinds)
+		}
+	}
+}
