@@ -8,7 +8,8 @@
 #      the CONNECT proxy through which the API server reaches the kubelet and the pods;
 #   3. waits until the host's control listener says "done N", and exits N.
 # The payload (cluster-host writes it): /payload/node/{ca.crt,kubelet.crt,kubelet.key,
-# kubelet.kubeconfig}, /payload/images/*.tar, /payload/cluster-node; the binaries are in
+# kubelet.kubeconfig}, /payload/images/*.tar (and make conformance's in
+# /payload/images/conformance/), /payload/cluster-node; the binaries are in
 # /usr/local/bin and the CNI plugins in /opt/cni/bin.
 set -euo pipefail
 node=kipvs-node
@@ -110,6 +111,14 @@ done
 log "images: $(ctr -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
 if [[ -f /payload/images/kube-ipvs-cluster-next.tar ]]; then
   (import_image /payload/images/kube-ipvs-cluster-next.tar && log "image kube-ipvs:cluster-next imported") &
+fi
+# make conformance's images (hack/conformance/build.sh's), also in the background: the suite
+# starts after the proxy and CoreDNS are Ready, and cluster-host waits for these first.
+if compgen -G "/payload/images/conformance/*.tar" >/dev/null; then
+  (
+    for t in /payload/images/conformance/*.tar; do import_image "$t"; done
+    log "conformance images imported: $(ls /payload/images/conformance | tr '\n' ' ')"
+  ) &
 fi
 
 # --- kubelet ------------------------------------------------------------------------------

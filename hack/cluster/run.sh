@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run.sh [smoke|all]: make cluster (smoke) and make cluster-test (all), docs/cluster.md.
+# run.sh [smoke|all|conformance [cluster-host's flags]]: make cluster (smoke) and make
+# cluster-test (all), docs/cluster.md; hack/conformance/run.sh runs it with conformance.
 # Builds (or takes from .cache/cluster/) the cluster's binaries and images, stages the node's
 # payload (the binaries in /usr/local/bin, the CNI plugins in /opt/cni/bin, the images,
 # hack/cluster/node.sh as the entry), then runs test/apiserver's cluster-host, which starts
@@ -12,6 +13,7 @@ start=$SECONDS
 # cluster-host's last line says how long the whole run took.
 export CLUSTER_T0=${CLUSTER_T0:-$(date +%s)}
 checks=${1:-smoke}
+shift || true
 
 "$REPO_ROOT/hack/deps.sh"
 bin=$("$REPO_ROOT/hack/cluster/binaries.sh")
@@ -30,6 +32,18 @@ for p in ptp host-local loopback portmap; do
   cp "$bin/$p" "$stage/opt/cni/bin/"
 done
 cp "$images"/*.tar "$stage/payload/images/"
+# The rolling update's target is only make cluster-test's.
+[[ $checks != conformance ]] || rm -f "$stage/payload/images/kube-ipvs-cluster-next.tar"
+# make conformance: images imported with the others (CLUSTER_EXTRA_IMAGES, a folder: the
+# kube-proxy image) and the suite's, imported in the background
+# (CLUSTER_CONFORMANCE_IMAGES, hack/conformance/build.sh's images/).
+if [[ -n ${CLUSTER_EXTRA_IMAGES:-} ]]; then
+  cp "$CLUSTER_EXTRA_IMAGES"/*.tar "$stage/payload/images/"
+fi
+if [[ -n ${CLUSTER_CONFORMANCE_IMAGES:-} ]]; then
+  mkdir -p "$stage/payload/images/conformance"
+  cp "$CLUSTER_CONFORMANCE_IMAGES"/*.tar "$stage/payload/images/conformance/"
+fi
 install -m 0755 hack/cluster/node.sh "$stage/payload/entry"
 (cd test/apiserver && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$tools/cluster-host" ./cmd/cluster-host) ||
   die "building test/apiserver/cmd/cluster-host failed"
@@ -37,5 +51,6 @@ install -m 0755 hack/cluster/node.sh "$stage/payload/entry"
   die "building test/apiserver/cmd/cluster-node failed"
 echo "cluster: binaries, images and payload ($(du -sm "$stage" | cut -f1) MiB) ready after $((SECONDS - start))s" >&2
 
-# Its last line is the result: "make cluster[-test]: N passed, M failed in T".
-"$tools/cluster-host" --bin "$bin" --repo "$REPO_ROOT" --stage "$stage" --checks "$checks"
+# Its last line is the result: "make cluster[-test]: N passed, M failed in T" (make
+# conformance: "make conformance: ...").
+"$tools/cluster-host" --bin "$bin" --repo "$REPO_ROOT" --stage "$stage" --checks "$checks" "$@"

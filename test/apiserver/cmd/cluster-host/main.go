@@ -5,9 +5,18 @@
 // admin (checks.go) and exits with their result; its last line says "N passed, M failed".
 //
 //	cluster-host --bin DIR --repo DIR --stage DIR [--checks smoke|all]
+//	cluster-host --bin DIR --repo DIR --stage DIR --checks conformance --conformance DIR
+//	      --report DIR [--proxy kube-ipvs|kube-proxy] [--focus RE] [--skip RE] [--procs N]
+//	      [--timeout D]
 //
 // smoke (make cluster) checks the bring-up, the deployment and the traffic through each kind
 // of Service; all (make cluster-test) adds the rolling update, the re-created Pod and scaling.
+// conformance (make conformance, conformance.go) deploys the proxy (kube-ipvs from deploy/,
+// or kube-proxy in IPVS mode from hack/cluster/kube-proxy) and CoreDNS, waits for the suite's
+// images on the node, then runs Kubernetes' e2e.test from --conformance's folder on the host
+// against the cluster (ginkgo's --focus and --skip; --procs > 1 runs it through ginkgo's CLI
+// in parallel; --timeout is ginkgo's suite timeout, default 6h) and writes its JUnit report,
+// log and results.json into --report; its last line counts the specs, not the checks.
 //
 // DIR of --bin is hack/cluster/binaries.sh's folder; --stage is the guest payload folder,
 // already holding the node's binaries, images and entry; this program adds /payload/node/
@@ -66,8 +75,41 @@ func run() int {
 	if checks == "" {
 		checks = "smoke"
 	}
-	if bin == "" || repo == "" || stage == "" || (checks != "smoke" && checks != "all") {
+	var conf *conformance
+	if checks == "conformance" {
+		conf = &conformance{dir: flag("conformance"), proxy: flag("proxy"), focus: flag("focus"),
+			skip: flag("skip"), report: flag("report"), timeout: flag("timeout"), procs: 1}
+		if conf.proxy == "" {
+			conf.proxy = "kube-ipvs"
+		}
+		if conf.focus == "" {
+			conf.focus = `\[sig-network\] Services.*\[Conformance\]`
+		}
+		if conf.timeout == "" {
+			conf.timeout = defaultSuiteTimeout
+		}
+		if _, err := time.ParseDuration(conf.timeout); err != nil {
+			fmt.Fprintf(os.Stderr, "cluster-host: --timeout %q: want a Go duration such as 6h\n", conf.timeout)
+			return 2
+		}
+		if p := flag("procs"); p != "" {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "cluster-host: --procs %q: want a number above 0\n", p)
+				return 2
+			}
+			conf.procs = n
+		}
+		if conf.dir == "" || conf.report == "" || (conf.proxy != "kube-ipvs" && conf.proxy != "kube-proxy") {
+			checks = "" // the usage below
+		} else if abs, err := filepath.Abs(conf.report); err == nil {
+			conf.report = abs
+		}
+	}
+	if bin == "" || repo == "" || stage == "" || (checks != "smoke" && checks != "all" && checks != "conformance") {
 		fmt.Fprintln(os.Stderr, "usage: cluster-host --bin DIR --repo DIR --stage DIR [--checks smoke|all]")
+		fmt.Fprintln(os.Stderr, "       cluster-host --bin DIR --repo DIR --stage DIR --checks conformance --conformance DIR --report DIR")
+		fmt.Fprintln(os.Stderr, "            [--proxy kube-ipvs|kube-proxy] [--focus RE] [--skip RE] [--procs N] [--timeout D]")
 		return 2
 	}
 	dir, err := os.MkdirTemp("", "kipvs-cluster.")
@@ -75,7 +117,7 @@ func run() int {
 		logf("%v", err)
 		return 1
 	}
-	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage, all: checks == "all"}
+	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage, all: checks == "all", conf: conf}
 	defer func() {
 		h.StopAll()
 		if os.Getenv("CLUSTER_KEEP") != "" {
@@ -105,7 +147,11 @@ func run() int {
 	if t0, err := strconv.ParseInt(os.Getenv("CLUSTER_T0"), 10, 64); err == nil {
 		took = fmt.Sprintf(" in %s", time.Since(time.Unix(t0, 0)).Round(time.Second))
 	}
-	fmt.Printf("%s: %s%s\n", map[bool]string{false: "make cluster", true: "make cluster-test"}[h.all], summary, took)
+	target := map[bool]string{false: "make cluster", true: "make cluster-test"}[h.all]
+	if conf != nil {
+		target = "make conformance"
+	}
+	fmt.Printf("%s: %s%s\n", target, summary, took)
 	return rc
 }
 
@@ -126,9 +172,10 @@ func flag(name string) string {
 type host struct {
 	*controlplane.Plane
 	repo, stage string
-	all         bool   // run every check, not only the smoke set
-	adminKC     string // the admin's kubeconfig, for kubectl
-	fwdPort     int    // the host's end of the QEMU hostfwd to the guest's CONNECT proxy
+	all         bool         // run every check, not only the smoke set
+	conf        *conformance // make conformance's run instead of the checks
+	adminKC     string       // the admin's kubeconfig, for kubectl
+	fwdPort     int          // the host's end of the QEMU hostfwd to the guest's CONNECT proxy
 
 	checker *checker
 
@@ -249,8 +296,15 @@ egressSelections:
 	logf("booting the node (network: restrict=on; guest -> %s and :%d, %s; host 127.0.0.1:%d -> %s:%d)",
 		controlplane.GuestAPI, h.APIPort, guestCtl, h.fwdPort, nodeIP, proxyPort)
 	g := exec.Command(filepath.Join(h.repo, "hack/guest/boot.sh"), h.stage)
+	guestTimeout := "1500"
+	if h.conf != nil {
+		// The node lives as long as the suite may run, and an hour more for the bring-up.
+		if d, err := time.ParseDuration(h.conf.timeout); err == nil {
+			guestTimeout = strconv.Itoa(int((d + time.Hour).Seconds()))
+		}
+	}
 	g.Env = append(os.Environ(), "GUEST_NET="+gnet,
-		"GUEST_TIMEOUT="+controlplane.EnvOr("GUEST_TIMEOUT", "1500"),
+		"GUEST_TIMEOUT="+controlplane.EnvOr("GUEST_TIMEOUT", guestTimeout),
 		"GUEST_MEM="+controlplane.EnvOr("GUEST_MEM", "4096"))
 	g.Stdout, g.Stderr = os.Stdout, os.Stderr
 	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -261,7 +315,7 @@ egressSelections:
 	done := make(chan error, 1)
 	go func() { done <- g.Wait() }()
 
-	c := &checker{h: h, cs: kubernetes.NewForConfigOrDie(h.AdminConfig()), boot: bootStart}
+	c := &checker{h: h, cs: kubernetes.NewForConfigOrDie(h.AdminConfig()), boot: bootStart, conf: h.conf}
 	h.checker = c
 	checked := make(chan error, 1)
 	go func() { checked <- c.runAll(ctx, h.all) }()
