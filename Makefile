@@ -71,6 +71,10 @@ cluster: ## one-node cluster (control plane on the host, kubelet + containerd in
 cluster-test: ## make cluster plus the operator checks: rolling update, re-created Pod, scaling (docs/cluster.md); not part of test
 	hack/cluster/run.sh all
 
+.PHONY: conformance
+conformance: ## Kubernetes' e2e [sig-network] Services [Conformance] specs on make cluster's cluster (FOCUS, SKIP, PROXY=kube-proxy, PROCS; docs/conformance.md); not part of test
+	hack/conformance/run.sh
+
 .PHONY: parity
 parity: ## kube-proxy v1.37's IPVS proxier beside kube-ipvs in one guest: IPVS, kube-ipvs0 and ipsets diffed (docs/differences-from-kube-proxy.md); PARITY_SHOW=1 prints both states
 	GUEST_APPEND="$(GUEST_APPEND) $(if $(PARITY_SHOW),parity.show=1)" hack/guest/run.sh test/parity/parity.sh
