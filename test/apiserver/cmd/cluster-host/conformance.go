@@ -267,16 +267,22 @@ func (c *checker) suite(ctx context.Context) (string, error) {
 }
 
 // progress copies the suite's output to the log and prints its progress: each spec's result
-// line (ginkgo's "•") and the final tally.
+// (ginkgo's "•" line and the spec's name on the line after it) and the final tally.
 func progress(r io.Reader, log io.Writer, started time.Time) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	result := ""
 	for sc.Scan() {
 		l := sc.Text()
 		fmt.Fprintln(log, l)
 		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "•") || strings.HasPrefix(t, "Ran ") || strings.HasPrefix(t, "Summarizing") ||
-			strings.HasPrefix(t, "[FAILED]") && strings.Contains(t, "[It]") {
+		switch {
+		case result != "":
+			logf("  suite %s: %s %s", time.Since(started).Round(time.Second), result, t)
+			result = ""
+		case strings.HasPrefix(t, "•"):
+			result = t
+		case strings.HasPrefix(t, "Ran ") || strings.HasPrefix(t, "Summarizing"):
 			logf("  suite %s: %s", time.Since(started).Round(time.Second), t)
 		}
 	}
