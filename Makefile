@@ -64,11 +64,11 @@ e2e: ## kube-ipvs in the guest against a real kube-apiserver + etcd on the host'
 	hack/e2e/run.sh
 
 .PHONY: cluster
-cluster: ## one-node cluster (control plane on the host, kubelet + containerd in the guest), kube-ipvs from deploy/, CoreDNS, traffic checks (docs/cluster.md); not part of test
+cluster: ## one-node cluster (control plane on the host, kubelet + containerd in the guest), kube-ipvs from deploy/, CoreDNS, traffic checks (PROXY=kube-proxy; docs/cluster.md); not part of test
 	hack/cluster/run.sh smoke
 
 .PHONY: cluster-test
-cluster-test: ## make cluster plus the operator checks: rolling update, re-created Pod, scaling (docs/cluster.md); not part of test
+cluster-test: ## make cluster plus the operator checks: rolling update, re-created Pod, scaling (PROXY=kube-proxy; docs/cluster.md); not part of test
 	hack/cluster/run.sh all
 
 .PHONY: conformance

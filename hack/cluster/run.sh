@@ -5,7 +5,9 @@
 # payload (the binaries in /usr/local/bin, the CNI plugins in /opt/cni/bin, the images,
 # hack/cluster/node.sh as the entry), then runs test/apiserver's cluster-host, which starts
 # the control plane on the host's loopback, boots the guest as the node, deploys kube-ipvs
-# and CoreDNS and runs the checks; exits with their status.
+# and CoreDNS and runs the checks; exits with their status. PROXY=kube-proxy (make cluster and
+# make cluster-test) runs the checks that apply to it with kube-proxy v1.37 in IPVS mode in
+# place of kube-ipvs (hack/cluster/kube-proxy), the reference they are compared with.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../guest/common.sh"
 cd "$REPO_ROOT"
@@ -18,6 +20,12 @@ shift || true
 "$REPO_ROOT/hack/deps.sh"
 bin=$("$REPO_ROOT/hack/cluster/binaries.sh")
 images=$("$REPO_ROOT/hack/cluster/images.sh" "$bin")
+proxy=()
+if [[ $checks != conformance && ${PROXY:-kube-ipvs} != kube-ipvs ]]; then
+  [[ $PROXY == kube-proxy ]] || die "PROXY=$PROXY: want kube-ipvs or kube-proxy"
+  CLUSTER_EXTRA_IMAGES=$("$REPO_ROOT/hack/cluster/kube-proxy-image.sh" "$bin")
+  proxy=(--proxy kube-proxy)
+fi
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-cluster-stage.XXXXXX")
 tools=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-cluster-tools.XXXXXX")
@@ -53,4 +61,4 @@ echo "cluster: binaries, images and payload ($(du -sm "$stage" | cut -f1) MiB) r
 
 # Its last line is the result: "make cluster[-test]: N passed, M failed in T" (make
 # conformance: "make conformance: ...").
-"$tools/cluster-host" --bin "$bin" --repo "$REPO_ROOT" --stage "$stage" --checks "$checks" "$@"
+"$tools/cluster-host" --bin "$bin" --repo "$REPO_ROOT" --stage "$stage" --checks "$checks" "${proxy[@]}" "$@"

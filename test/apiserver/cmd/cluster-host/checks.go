@@ -48,6 +48,9 @@ func (c *checker) steps(all bool) []step {
 			{"Kubernetes' e2e suite passes", false, c.suite},
 		}
 	}
+	if c.h.proxy == "kube-proxy" {
+		return c.kubeProxySteps(all)
+	}
 	s := []step{
 		{"the Node is Ready", true, c.nodeReady},
 		{"kube-ipvs deployed from deploy/ is Ready", true, c.deployProxy},
@@ -68,6 +71,28 @@ func (c *checker) steps(all bool) []step {
 		)
 	}
 	return append(s, step{"the kube-ipvs logs show no error", false, c.logsClean})
+}
+
+// kubeProxySteps are the checks with kube-proxy in place of kube-ipvs: the reference for
+// what the traffic and scaling checks see from a proxy the field trusts. The checks of
+// kube-ipvs' own tools, metrics and logs, and the rolling update (whose new Pods must write
+// nothing, which kube-proxy does not claim), are left out.
+func (c *checker) kubeProxySteps(all bool) []step {
+	s := []step{
+		{"the Node is Ready", true, c.nodeReady},
+		{"kube-proxy (IPVS mode) deployed from hack/cluster/kube-proxy is Ready", true, c.deployKubeProxy},
+		{"CoreDNS is Ready behind the kube-dns Service", true, c.deployDNS},
+		{"three echo Pods and the clients run", true, c.deployWorkload},
+		{"pod proxy and kubectl logs reach an echo Pod", false, c.podProxyAndLogs},
+		{"a client Pod reaches all three through the ClusterIP", false, c.clusterIP},
+		{"a client Pod reaches all three by the Service's DNS names", false, c.dnsName},
+		{"the NodePort answers on the node", false, c.nodePortFromNode},
+		{"the NodePort answers from outside the node", false, c.nodePortFromOutside},
+	}
+	if all {
+		s = append(s, step{"the IPVS table follows a scale to 10 and back to 3, with no failed request", false, c.scale})
+	}
+	return s
 }
 
 // runAll runs the steps in order and prints each result and, last, "N passed, M failed".

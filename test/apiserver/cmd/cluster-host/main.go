@@ -4,13 +4,16 @@
 // (hack/cluster/node.sh), deploys kube-ipvs from deploy/ and CoreDNS, runs the checks as the
 // admin (checks.go) and exits with their result; its last line says "N passed, M failed".
 //
-//	cluster-host --bin DIR --repo DIR --stage DIR [--checks smoke|all]
+//	cluster-host --bin DIR --repo DIR --stage DIR [--checks smoke|all] [--proxy kube-ipvs|kube-proxy]
 //	cluster-host --bin DIR --repo DIR --stage DIR --checks conformance --conformance DIR
 //	      --report DIR [--proxy kube-ipvs|kube-proxy] [--focus RE] [--skip RE] [--procs N]
 //	      [--timeout D]
 //
 // smoke (make cluster) checks the bring-up, the deployment and the traffic through each kind
 // of Service; all (make cluster-test) adds the rolling update, the re-created Pod and scaling.
+// With --proxy kube-proxy (hack/cluster/kube-proxy: v1.37 in IPVS mode, the reference) they
+// run with kube-proxy in place of kube-ipvs, leaving out the checks only kube-ipvs can pass
+// (its tools, metrics, logs, and a rolling update that writes nothing).
 // conformance (make conformance, conformance.go) deploys the proxy (kube-ipvs from deploy/,
 // or kube-proxy in IPVS mode from hack/cluster/kube-proxy) and CoreDNS, waits for the suite's
 // images on the node, then runs Kubernetes' e2e.test from --conformance's folder on the host
@@ -75,13 +78,14 @@ func run() int {
 	if checks == "" {
 		checks = "smoke"
 	}
+	proxy := flag("proxy")
+	if proxy == "" {
+		proxy = "kube-ipvs"
+	}
 	var conf *conformance
 	if checks == "conformance" {
-		conf = &conformance{dir: flag("conformance"), proxy: flag("proxy"), focus: flag("focus"),
+		conf = &conformance{dir: flag("conformance"), proxy: proxy, focus: flag("focus"),
 			skip: flag("skip"), report: flag("report"), timeout: flag("timeout"), procs: 1}
-		if conf.proxy == "" {
-			conf.proxy = "kube-ipvs"
-		}
 		if conf.focus == "" {
 			conf.focus = `\[sig-network\] Services.*\[Conformance\]`
 		}
@@ -100,14 +104,15 @@ func run() int {
 			}
 			conf.procs = n
 		}
-		if conf.dir == "" || conf.report == "" || (conf.proxy != "kube-ipvs" && conf.proxy != "kube-proxy") {
+		if conf.dir == "" || conf.report == "" {
 			checks = "" // the usage below
 		} else if abs, err := filepath.Abs(conf.report); err == nil {
 			conf.report = abs
 		}
 	}
-	if bin == "" || repo == "" || stage == "" || (checks != "smoke" && checks != "all" && checks != "conformance") {
-		fmt.Fprintln(os.Stderr, "usage: cluster-host --bin DIR --repo DIR --stage DIR [--checks smoke|all]")
+	if bin == "" || repo == "" || stage == "" || (checks != "smoke" && checks != "all" && checks != "conformance") ||
+		(proxy != "kube-ipvs" && proxy != "kube-proxy") {
+		fmt.Fprintln(os.Stderr, "usage: cluster-host --bin DIR --repo DIR --stage DIR [--checks smoke|all] [--proxy kube-ipvs|kube-proxy]")
 		fmt.Fprintln(os.Stderr, "       cluster-host --bin DIR --repo DIR --stage DIR --checks conformance --conformance DIR --report DIR")
 		fmt.Fprintln(os.Stderr, "            [--proxy kube-ipvs|kube-proxy] [--focus RE] [--skip RE] [--procs N] [--timeout D]")
 		return 2
@@ -117,7 +122,7 @@ func run() int {
 		logf("%v", err)
 		return 1
 	}
-	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage, all: checks == "all", conf: conf}
+	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage, all: checks == "all", proxy: proxy, conf: conf}
 	defer func() {
 		h.StopAll()
 		if os.Getenv("CLUSTER_KEEP") != "" {
@@ -150,6 +155,8 @@ func run() int {
 	target := map[bool]string{false: "make cluster", true: "make cluster-test"}[h.all]
 	if conf != nil {
 		target = "make conformance"
+	} else if proxy != "kube-ipvs" {
+		target += " PROXY=" + proxy
 	}
 	fmt.Printf("%s: %s%s\n", target, summary, took)
 	return rc
@@ -173,6 +180,7 @@ type host struct {
 	*controlplane.Plane
 	repo, stage string
 	all         bool         // run every check, not only the smoke set
+	proxy       string       // the service proxy deployed: kube-ipvs or kube-proxy
 	conf        *conformance // make conformance's run instead of the checks
 	adminKC     string       // the admin's kubeconfig, for kubectl
 	fwdPort     int          // the host's end of the QEMU hostfwd to the guest's CONNECT proxy

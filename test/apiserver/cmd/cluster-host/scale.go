@@ -11,13 +11,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// minSyncPeriod is kube-ipvs' default (deploy/configmap.yaml), which the cluster keeps.
+// minSyncPeriod is kube-ipvs' default (deploy/configmap.yaml), which the cluster keeps, and
+// kube-proxy's in hack/cluster/kube-proxy.
 const minSyncPeriod = time.Second
 
 // scale scales the echo Deployment to 10 and back to 3. Both ways it measures when the
 // EndpointSlices say so and when the IPVS table follows; while scaling down, a request loop
 // through the ClusterIP must see no failure (the terminating Pods drain for 10 s while
-// kube-ipvs stops sending them new connections).
+// the proxy stops sending them new connections).
 func (c *checker) scale(ctx context.Context) (string, error) {
 	vs := c.echoIP + ":9000"
 	up, err := c.scaleTo(ctx, 10, vs)
@@ -132,14 +133,15 @@ func (c *checker) readyEndpoints(ctx context.Context) ([]string, error) {
 }
 
 // scaleDiagnosis is what a failed request loop needs looked at: the virtual server's real
-// servers and weights, its connections in the IPVS table, and the end of kube-ipvs' log.
+// servers and weights, its connections in the IPVS table, and the end of the proxy's log.
 func (c *checker) scaleDiagnosis(ctx context.Context, vs string) string {
 	var b strings.Builder
 	for _, argv := range [][]string{{"ipvsadm", "-Ln", "-t", vs}, {"ipvsadm", "-Lnc"}} {
 		rep, err := c.h.onNode(ctx, 10*time.Second, argv...)
 		fmt.Fprintf(&b, "\n--- %s (%v)\n%s", strings.Join(argv, " "), err, rep.Output)
 	}
-	log, _, err := c.h.kubectl(ctx, "-n", "kube-system", "logs", "ds/kube-ipvs", "-c", "kube-ipvs", "--tail=40")
-	fmt.Fprintf(&b, "\n--- kube-ipvs log, last 40 lines (%v)\n%s", err, log)
+	p := c.h.proxy
+	log, _, err := c.h.kubectl(ctx, "-n", "kube-system", "logs", "ds/"+p, "-c", p, "--tail=40")
+	fmt.Fprintf(&b, "\n--- %s log, last 40 lines (%v)\n%s", p, err, log)
 	return b.String()
 }
