@@ -20,23 +20,37 @@ func ask(args []string, stdout, stderr io.Writer) int {
 	interval := fs.Duration("interval", 0, "time from the start of one request to the start of the next")
 	summary := fs.Bool("summary", false, "print how many answers each name gave instead of every answer")
 	timeout := fs.Duration("timeout", 3*time.Second, "time limit of each request")
+	stalls := fs.Bool("stalls", false, "watch for times the client was not running, and report them with each failure and at the end (on stderr)")
 	sport := fs.Uint16("source-port", 0, "send from this local port (UDP only): every request, and every run, is then one flow to conntrack")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 || (*sport != 0 && !*udp) {
-		fmt.Fprintln(stderr, "usage: kipvs-echo ask [--udp [--source-port P]] [--count N] [--interval D] [--summary] HOST:PORT")
+		fmt.Fprintln(stderr, "usage: kipvs-echo ask [--udp [--source-port P]] [--count N] [--interval D] [--summary] [--stalls] HOST:PORT")
 		return 2
 	}
 	addr := fs.Arg(0)
 	counts := map[string]int{}
 	failed := 0
+	var watch *stallWatch
+	if *stalls {
+		stop := make(chan struct{})
+		defer close(stop)
+		watch = watchStalls(10*time.Millisecond, 100*time.Millisecond, stop)
+	}
 	next := time.Now()
 	for i := 0; i < *count; i++ {
 		time.Sleep(time.Until(next))
 		next = next.Add(*interval)
+		start := time.Now()
 		name, err := once(addr, *udp, *sport, *timeout)
 		if err != nil {
 			failed++
-			// The clock time places the failure among the node's other records.
-			fmt.Fprintf(stderr, "request %d at %s to %s: %v\n", i+1, time.Now().UTC().Format("15:04:05.000"), addr, err)
+			// The clock times place the failure among the node's other records.
+			stalled := ""
+			if watch != nil {
+				end := time.Now()
+				stalled = fmt.Sprintf(" (took %s, the client stalled %s of it)",
+					end.Sub(start).Round(time.Millisecond), watch.during(start, end).Round(time.Millisecond))
+			}
+			fmt.Fprintf(stderr, "request %d at %s to %s%s: %v\n", i+1, start.UTC().Format("15:04:05.000"), addr, stalled, err)
 			continue
 		}
 		counts[name]++
@@ -56,6 +70,9 @@ func ask(args []string, stdout, stderr io.Writer) int {
 		if failed > 0 {
 			fmt.Fprintf(stdout, "%-12s %d\n", "(failed)", failed)
 		}
+	}
+	if watch != nil {
+		fmt.Fprintln(stderr, watch.report())
 	}
 	if failed > 0 {
 		return 1

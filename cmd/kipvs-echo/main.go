@@ -4,7 +4,7 @@
 // connection open and check that it keeps answering. It is not part of the proxy.
 //
 //	kipvs-echo serve --name NAME [--tcp PORT] [--udp PORT] [--http PORT] [--who] [--drain D]
-//	kipvs-echo ask [--udp [--source-port P]] [--count N] [--interval D] [--summary] HOST:PORT
+//	kipvs-echo ask [--udp [--source-port P]] [--count N] [--interval D] [--summary] [--stalls] HOST:PORT
 //	kipvs-echo hold [--every D] HOST:PORT
 package main
 

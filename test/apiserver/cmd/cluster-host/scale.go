@@ -40,7 +40,7 @@ func (c *checker) scale(ctx context.Context) (string, error) {
 	go func() {
 		var err error
 		loopOut, _, err = c.h.kubectl(ctx, "exec", "client", "--", "kipvs-echo", "ask", "--summary",
-			"--count", "200", "--interval", "100ms", "--timeout", "2s", vs)
+			"--count", "200", "--interval", "100ms", "--timeout", "2s", "--stalls", vs)
 		loop <- err
 	}()
 	time.Sleep(3 * time.Second) // the loop is running (kubectl exec takes about a second)
@@ -65,8 +65,18 @@ func (c *checker) scale(ctx context.Context) (string, error) {
 	if err := c.readEchoPods(ctx); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("up: %s; down: %s; 200 requests during the scale-down, 0 failed, answered by %d Pods",
-		up, down, len(a.byName)), nil
+	return fmt.Sprintf("up: %s; down: %s; 200 requests during the scale-down, 0 failed, answered by %d Pods; %s",
+		up, down, len(a.byName), stallLine(loopOut)), nil
+}
+
+// stallLine is kipvs-echo ask --stalls' report of the times the client did not run.
+func stallLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "the client was ") {
+			return l
+		}
+	}
+	return "no stall report"
 }
 
 // scaleTo scales the echo Deployment to n and waits for the EndpointSlices to list n ready

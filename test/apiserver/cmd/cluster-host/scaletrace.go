@@ -61,6 +61,7 @@ func (t *scaleTrace) hostToNode(at time.Time) time.Time {
 }
 
 func (t *scaleTrace) pollIPVS(ctx context.Context, h *host, vs, clientIP string) {
+	var last time.Time // the node's clock at the end of the last poll
 	for ctx.Err() == nil {
 		sent := time.Now()
 		rep, err := h.onNode(ctx, 5*time.Second, "sh", "-c", "ipvsadm -Ln -t "+vs+"; echo ==; ipvsadm -Lnc")
@@ -80,6 +81,13 @@ func (t *scaleTrace) pollIPVS(ctx context.Context, h *host, vs, clientIP string)
 		sort.Strings(ws)
 		t.record(rep.End, "ipvs weights", strings.Join(ws, " "))
 		t.record(rep.End, "ipvs open connections from the client", openConns(conns, vs, clientIP))
+		// A poll takes a few hundred milliseconds; a longer gap is a node that did not run
+		// (or answer) for that long, which the failures around it must be read against.
+		if gap := rep.End.Sub(last); !last.IsZero() && gap > 2*time.Second {
+			t.record(rep.End, "node", fmt.Sprintf("no poll answered for %s, since %s",
+				gap.Round(10*time.Millisecond), last.Format("15:04:05.000")))
+		}
+		last = rep.End
 		time.Sleep(100 * time.Millisecond)
 	}
 }
