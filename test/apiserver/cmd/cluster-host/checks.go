@@ -70,7 +70,8 @@ func (c *checker) steps(all bool) []step {
 			step{"the IPVS table follows a scale to 10 and back to 3, with no failed request", false, c.scale},
 		)
 	}
-	return append(s, step{"the kube-ipvs logs show no error", false, c.logsClean})
+	return append(s, step{"kube-ipvs' sync times", false, c.syncTimes},
+		step{"the kube-ipvs logs show no error", false, c.logsClean})
 }
 
 // kubeProxySteps are the checks with kube-proxy in place of kube-ipvs: the reference for
@@ -92,7 +93,7 @@ func (c *checker) kubeProxySteps(all bool) []step {
 	if all {
 		s = append(s, step{"the IPVS table follows a scale to 10 and back to 3, with no failed request", false, c.scale})
 	}
-	return s
+	return append(s, step{"kube-proxy's sync times", false, c.syncTimes})
 }
 
 // runAll runs the steps in order and prints each result and, last, "N passed, M failed".

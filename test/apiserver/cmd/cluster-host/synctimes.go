@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// syncMetric is the histogram both proxies export for a sync of their rules (kube-ipvs under
+// kube-proxy's name: docs/metrics.md).
+const syncMetric = "kubeproxy_sync_proxy_rules_duration_seconds"
+
+// syncTimes reads the proxy's sync-duration histogram through the API server's node proxy
+// and reports how many syncs ran and how long they took: the figure that explains how fast
+// a proxy follows the cluster on this node (checked at the end, after every change the
+// checks made). With CLUSTER_TRACE set, the end of the proxy's log is printed too.
+func (c *checker) syncTimes(ctx context.Context) (string, error) {
+	b, err := c.cs.CoreV1().RESTClient().Get().
+		AbsPath(fmt.Sprintf("/api/v1/nodes/%s:%d/proxy/metrics", nodeName, 10249)).DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("/metrics: %w", err)
+	}
+	h, err := parseHistogram(string(b), syncMetric)
+	if err != nil {
+		return "", err
+	}
+	if os.Getenv("CLUSTER_TRACE") != "" {
+		p := c.h.proxy
+		log, _, err := c.h.kubectl(ctx, "-n", "kube-system", "logs", "ds/"+p, "-c", p, "--tail=60")
+		logf("%s log, last 60 lines (%v):\n%s", p, err, log)
+	}
+	return fmt.Sprintf("%s: %d syncs, mean %.3f s, median <= %s s, p99 <= %s s, slowest <= %s s",
+		syncMetric, h.count, h.sum/float64(h.count), h.quantile(0.5), h.quantile(0.99), h.quantile(1)), nil
+}
+
+// histogram is a Prometheus histogram read from the text format: cumulative buckets.
+type histogram struct {
+	les   []float64 // upper bounds, ascending (+Inf last)
+	cum   []uint64
+	sum   float64
+	count uint64
+}
+
+// parseHistogram reads name's buckets, sum and count from a /metrics text (one series).
+func parseHistogram(text, name string) (histogram, error) {
+	var h histogram
+	type bucket struct {
+		le  float64
+		cum uint64
+	}
+	var bs []bucket
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f[0], name+"_bucket{"):
+			_, le, ok := strings.Cut(f[0], `le="`)
+			if !ok {
+				continue
+			}
+			le = strings.TrimSuffix(le, `"}`)
+			bound := math.Inf(1)
+			if le != "+Inf" {
+				if bound, err = strconv.ParseFloat(le, 64); err != nil {
+					continue
+				}
+			}
+			bs = append(bs, bucket{bound, uint64(v)})
+		case f[0] == name+"_sum":
+			h.sum = v
+		case f[0] == name+"_count":
+			h.count = uint64(v)
+		}
+	}
+	if h.count == 0 || len(bs) == 0 {
+		return h, fmt.Errorf("/metrics has no %s samples", name)
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+	for _, b := range bs {
+		h.les, h.cum = append(h.les, b.le), append(h.cum, b.cum)
+	}
+	return h, nil
+}
+
+// quantile is the upper bound of the bucket holding the q-th sync ("+Inf" past the last).
+func (h histogram) quantile(q float64) string {
+	rank := uint64(math.Ceil(q * float64(h.count)))
+	for i, c := range h.cum {
+		if c >= rank {
+			if math.IsInf(h.les[i], 1) {
+				return "+Inf"
+			}
+			return strconv.FormatFloat(h.les[i], 'g', -1, 64)
+		}
+	}
+	return "+Inf"
+}
