@@ -24,14 +24,20 @@ func (c *checker) syncTimes(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("/metrics: %w", err)
 	}
-	h, err := parseHistogram(string(b), syncMetric)
-	if err != nil {
-		return "", err
-	}
 	if os.Getenv("CLUSTER_TRACE") != "" {
 		p := c.h.proxy
 		log, _, err := c.h.kubectl(ctx, "-n", "kube-system", "logs", "ds/"+p, "-c", p, "--tail=60")
 		logf("%s log, last 60 lines (%v):\n%s", p, err, log)
+	}
+	h, err := parseHistogram(string(b), syncMetric)
+	if err != nil {
+		var seen []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "kubeproxy_sync") && len(seen) < 12 {
+				seen = append(seen, l)
+			}
+		}
+		return "", fmt.Errorf("%w; its kubeproxy_sync lines: %q", err, seen)
 	}
 	return fmt.Sprintf("%s: %d syncs, mean %.3f s, median <= %s s, p99 <= %s s, slowest <= %s s",
 		syncMetric, h.count, h.sum/float64(h.count), h.quantile(0.5), h.quantile(0.99), h.quantile(1)), nil
@@ -45,14 +51,11 @@ type histogram struct {
 	count uint64
 }
 
-// parseHistogram reads name's buckets, sum and count from a /metrics text (one series).
+// parseHistogram reads name's buckets, sum and count from a /metrics text, summed over its
+// series (kube-proxy labels them by IP family).
 func parseHistogram(text, name string) (histogram, error) {
 	var h histogram
-	type bucket struct {
-		le  float64
-		cum uint64
-	}
-	var bs []bucket
+	byLE := map[float64]uint64{}
 	for _, line := range strings.Split(text, "\n") {
 		f := strings.Fields(line)
 		if len(f) != 2 {
@@ -62,32 +65,36 @@ func parseHistogram(text, name string) (histogram, error) {
 		if err != nil {
 			continue
 		}
-		switch {
-		case strings.HasPrefix(f[0], name+"_bucket{"):
-			_, le, ok := strings.Cut(f[0], `le="`)
+		metric, labels, _ := strings.Cut(f[0], "{")
+		switch metric {
+		case name + "_bucket":
+			_, le, ok := strings.Cut(labels, `le="`)
 			if !ok {
 				continue
 			}
-			le = strings.TrimSuffix(le, `"}`)
+			le, _, _ = strings.Cut(le, `"`)
 			bound := math.Inf(1)
 			if le != "+Inf" {
 				if bound, err = strconv.ParseFloat(le, 64); err != nil {
 					continue
 				}
 			}
-			bs = append(bs, bucket{bound, uint64(v)})
-		case f[0] == name+"_sum":
-			h.sum = v
-		case f[0] == name+"_count":
-			h.count = uint64(v)
+			byLE[bound] += uint64(v)
+		case name + "_sum":
+			h.sum += v
+		case name + "_count":
+			h.count += uint64(v)
 		}
 	}
-	if h.count == 0 || len(bs) == 0 {
+	if h.count == 0 || len(byLE) == 0 {
 		return h, fmt.Errorf("/metrics has no %s samples", name)
 	}
-	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
-	for _, b := range bs {
-		h.les, h.cum = append(h.les, b.le), append(h.cum, b.cum)
+	for le := range byLE {
+		h.les = append(h.les, le)
+	}
+	sort.Float64s(h.les)
+	for _, le := range h.les {
+		h.cum = append(h.cum, byLE[le])
 	}
 	return h, nil
 }

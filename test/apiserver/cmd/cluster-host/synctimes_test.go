@@ -12,6 +12,14 @@ kubeproxy_sync_proxy_rules_duration_seconds_sum 12.5
 kubeproxy_sync_proxy_rules_duration_seconds_count 10
 other_bucket{le="0.001"} 7
 `
+	labelled := `kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="0.5"} 2
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="+Inf"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv4"} 4
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} 3
+`
+	if h, err := parseHistogram(labelled, syncMetric); err != nil || h.count != 3 || h.sum != 4 || h.quantile(0.5) != "0.5" {
+		t.Fatalf("labelled series: %+v %v", h, err)
+	}
 	h, err := parseHistogram(text, syncMetric)
 	if err != nil {
 		t.Fatal(err)
