@@ -46,6 +46,7 @@ func (c *checker) steps(all bool) []step {
 			{"CoreDNS is Ready behind the kube-dns Service", true, c.deployDNS},
 			{"the conformance images are on the node", true, c.conformanceImages},
 			{"Kubernetes' e2e suite passes", false, c.suite},
+			{"the proxy's sync times", false, c.syncTimes},
 		}
 	}
 	if c.h.proxy == "kube-proxy" {

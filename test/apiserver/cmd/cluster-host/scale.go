@@ -100,7 +100,7 @@ func (c *checker) scaleTo(ctx context.Context, n int, vs string) (string, error)
 		if tSlices.IsZero() && len(ready) == n {
 			tSlices = time.Now()
 		}
-		rep, err := c.h.onNode(ctx, 10*time.Second, "ipvsadm", "-Ln", "-t", vs)
+		rep, err := c.h.ipvsOnNode(ctx)
 		if err != nil {
 			return "", err
 		}

@@ -64,7 +64,7 @@ func (t *scaleTrace) pollIPVS(ctx context.Context, h *host, vs, clientIP string)
 	var last time.Time // the node's clock at the end of the last poll
 	for ctx.Err() == nil {
 		sent := time.Now()
-		rep, err := h.onNode(ctx, 5*time.Second, "sh", "-c", "ipvsadm -Ln -t "+vs+"; echo ==; ipvsadm -Lnc")
+		rep, err := h.ipvsOnNode(ctx)
 		if err != nil {
 			continue
 		}

@@ -39,13 +39,33 @@ type agentReply struct {
 // through the guest's CONNECT proxy, on the host's loopback.
 func (h *host) onNode(ctx context.Context, timeout time.Duration, argv ...string) (agentReply, error) {
 	body, _ := json.Marshal(map[string]any{"argv": argv, "timeout": timeout.String()})
+	rep, err := h.agent(ctx, timeout, http.MethodPost, "/run", body)
+	if err == nil && rep.Error != "" {
+		err = fmt.Errorf("on the node: %s: %s", strings.Join(argv, " "), rep.Error)
+	}
+	return rep, err
+}
+
+// ipvsOnNode reads the node's IPVS table and connections, as ipvsadm -Ln and -Lnc print
+// them with "==" between, from /proc without running a process on the node (the agent's
+// GET /ipvs): cheap enough to poll every 100 ms on an emulated node under load.
+func (h *host) ipvsOnNode(ctx context.Context) (agentReply, error) {
+	rep, err := h.agent(ctx, 5*time.Second, http.MethodGet, "/ipvs", nil)
+	if err == nil && rep.Error != "" {
+		err = fmt.Errorf("on the node: reading the IPVS tables: %s", rep.Error)
+	}
+	return rep, err
+}
+
+// agent makes one request to cluster-node's agent.
+func (h *host) agent(ctx context.Context, timeout time.Duration, method, path string, body []byte) (agentReply, error) {
 	client := &http.Client{Timeout: timeout + 10*time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			return h.connect(ctx, addr)
 		},
 	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://%s:%d/run", nodeIP, agentPort), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://%s:%d%s", nodeIP, agentPort, path), bytes.NewReader(body))
 	if err != nil {
 		return agentReply{}, err
 	}
@@ -58,13 +78,8 @@ func (h *host) onNode(ctx context.Context, timeout time.Duration, argv ...string
 	if resp.StatusCode != http.StatusOK {
 		return rep, fmt.Errorf("node agent: %s", resp.Status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
-		return rep, err
-	}
-	if rep.Error != "" {
-		return rep, fmt.Errorf("on the node: %s: %s", strings.Join(argv, " "), rep.Error)
-	}
-	return rep, nil
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	return rep, err
 }
 
 // connect opens a tunnel to addr in the guest through its CONNECT proxy (QEMU's hostfwd).

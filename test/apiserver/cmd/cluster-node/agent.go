@@ -26,7 +26,7 @@ type AgentReply struct {
 	End time.Time `json:"end"`
 }
 
-// agent serves POST /run: the operator checks run what only the node itself can (a client
+// agent serves POST /run (and GET /ipvs): the operator checks run what only the node itself can (a client
 // in the network namespace that stands for another host, `ipvsadm` polled faster than
 // kubectl exec allows). It listens on the node's address, which only the host's loopback
 // reaches (through the CONNECT proxy); the guest has no route out.
@@ -59,6 +59,17 @@ func agent(args []string) error {
 		case errors.As(err, &ee):
 			rep.Exit = ee.ExitCode()
 		case err != nil:
+			rep.Exit, rep.Error = -1, err.Error()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(rep)
+	})
+	// GET /ipvs: the IPVS table and connections as ipvsadm -Ln and -Lnc print them, read
+	// from /proc without running anything (ipvsTables).
+	mux.HandleFunc("GET /ipvs", func(w http.ResponseWriter, r *http.Request) {
+		out, err := ipvsTables()
+		rep := AgentReply{Output: out, End: time.Now()}
+		if err != nil {
 			rep.Exit, rep.Error = -1, err.Error()
 		}
 		w.Header().Set("Content-Type", "application/json")
