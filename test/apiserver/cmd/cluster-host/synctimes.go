@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // syncMetric is the histogram both proxies export for a sync of their rules (kube-ipvs under
@@ -39,8 +42,34 @@ func (c *checker) syncTimes(ctx context.Context) (string, error) {
 		}
 		return "", fmt.Errorf("%w; its kubeproxy_sync lines: %q", err, seen)
 	}
-	return fmt.Sprintf("%s: %d syncs, mean %.3f s, median <= %s s, p99 <= %s s, slowest <= %s s",
-		syncMetric, h.count, h.sum/float64(h.count), h.quantile(0.5), h.quantile(0.99), h.quantile(1)), nil
+	return fmt.Sprintf("%s: %d syncs, mean %.3f s, median <= %s s, p99 <= %s s, slowest <= %s s; %s",
+		syncMetric, h.count, h.sum/float64(h.count), h.quantile(0.5), h.quantile(0.99), h.quantile(1),
+		c.processCost(ctx)), nil
+}
+
+// processCost measures what one process costs the node: the agent's round trip running
+// `ipset list -n` (a process, as kube-proxy runs ipset and iptables-restore on every sync)
+// against its round trip reading /proc (none), the median of five each.
+func (c *checker) processCost(ctx context.Context) string {
+	median := func(f func() error) (time.Duration, error) {
+		var ds []time.Duration
+		for range 5 {
+			t := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			ds = append(ds, time.Since(t))
+		}
+		slices.Sort(ds)
+		return ds[2], nil
+	}
+	run, err1 := median(func() error { _, err := c.h.onNode(ctx, 10*time.Second, "ipset", "list", "-n"); return err })
+	read, err2 := median(func() error { _, err := c.h.ipvsOnNode(ctx); return err })
+	if err := errors.Join(err1, err2); err != nil {
+		return "process cost not measured: " + err.Error()
+	}
+	return fmt.Sprintf("the node agent answers in %s reading /proc and in %s running ipset list -n (medians of 5)",
+		read.Round(time.Millisecond), run.Round(time.Millisecond))
 }
 
 // histogram is a Prometheus histogram read from the text format: cumulative buckets.
