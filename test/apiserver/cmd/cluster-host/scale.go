@@ -44,11 +44,14 @@ func (c *checker) scale(ctx context.Context) (string, error) {
 		loop <- err
 	}()
 	time.Sleep(3 * time.Second) // the loop is running (kubectl exec takes about a second)
-	down, err := c.scaleTo(ctx, 3, vs)
-	if err != nil {
-		return "", err
-	}
+	down, downErr := c.scaleTo(ctx, 3, vs)
 	loopErr := <-loop
+	if downErr != nil {
+		// The request loop's result and the time line say what the node was doing.
+		stopTrace()
+		traceDone()
+		return "", fmt.Errorf("%w; the request loop: %v: %s%s", downErr, loopErr, loopOut, trace)
+	}
 	stopTrace()
 	traceDone()
 	a, err := parseSummary(loopOut)
