@@ -100,13 +100,14 @@ type Stats struct {
 	Duration     time.Duration
 	TotalSyncs   int
 	VirtualSrvrs int
-	// Phases is where a full sync's time went (zero for an incremental one): the log shows
-	// it, so that an operator can see what a slow repair is made of.
+	// Phases is where the sync's time went: the log shows it for a full sync and for a slow
+	// incremental one, so that an operator can see what a slow sync is made of.
 	Phases FullSyncPhases
 }
 
-// FullSyncPhases are the durations of a full sync's steps. Addresses and IPVS run at the
-// same time, so the sync took about Build + Firewall + the longer of the two.
+// FullSyncPhases are the durations of a sync's steps. In a full sync Addresses and IPVS run
+// at the same time, so it took about Build + Firewall + the longer of the two; an
+// incremental sync runs them one after the other.
 type FullSyncPhases struct {
 	Build, Firewall, Addresses, IPVS time.Duration
 }

@@ -76,11 +76,16 @@ func (c *Controller) sync(full bool) error {
 	return nil
 }
 
+// slowSync is the duration from which an incremental sync's log line says where its time
+// went, as a full sync's always does: a change that took seconds to reach the kernel is
+// what an operator looks into.
+const slowSync = time.Second
+
 func (c *Controller) logSync(st Stats) {
 	attrs := []any{"full", st.Full, "services", st.Services, "ipvs_writes", st.IPVSWrites,
 		"addr_writes", st.AddrWrites, "ipset_writes", st.SetWrites, "iptables_restores", st.Restores, "errors", st.Errors,
 		"virtual_servers", st.VirtualSrvrs, "took", st.Duration.Round(time.Microsecond)}
-	if st.Full {
+	if st.Full || st.Duration >= slowSync {
 		p := st.Phases
 		attrs = append(attrs, "took_build", p.Build.Round(time.Millisecond), "took_firewall", p.Firewall.Round(time.Millisecond),
 			"took_addresses", p.Addresses.Round(time.Millisecond), "took_ipvs", p.IPVS.Round(time.Millisecond))
@@ -119,6 +124,7 @@ func (c *Controller) retry(res dataplane.Result) {
 // failed before (looked up per key: a sync must not cost more because the cluster is
 // larger). No kernel reads: a sync with nothing to change writes nothing.
 func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, st *Stats) dataplane.Result {
+	start := time.Now()
 	pcfg := c.proxyConfig()
 	ch := dataplane.Change{Services: map[model.ServiceName]*model.ServiceState{}, VSes: map[model.VSKey]*model.VirtualServer{}}
 	for _, name := range sortedNames(dirty) {
@@ -138,7 +144,10 @@ func (c *Controller) syncChanged(dirty map[model.ServiceName]bool, st *Stats) da
 	}
 	c.retryVS, c.retryIP = map[model.VSKey]bool{}, map[netip.Addr]bool{}
 	st.Services = len(dirty)
-	return c.dp.Apply(ch)
+	st.Phases.Build = time.Since(start)
+	res := c.dp.Apply(ch)
+	st.Phases.Firewall, st.Phases.Addresses, st.Phases.IPVS = res.Phases.Firewall, res.Phases.Addresses, res.Phases.IPVS
+	return res
 }
 
 // syncFull recomputes every Service and repairs the kernel against what it holds.

@@ -135,16 +135,30 @@ func NewWith(cfg Config, p Parts, log *slog.Logger) *Dataplane {
 }
 
 // Apply writes one sync's change, in the order the package doc gives.
+// Each part's time goes into the result's Phases.
 func (d *Dataplane) Apply(ch dataplane.Change) dataplane.Result {
 	var res dataplane.Result
+	var fw, addrs, vs time.Duration
+	t := time.Now()
+	lap := func(into *time.Duration) {
+		now := time.Now()
+		*into += now.Sub(t)
+		t = now
+	}
 	for name, st := range ch.Services {
 		d.fw.stage(name, st)
 	}
 	res.Merge(d.fw.applyAdditions())
+	lap(&fw)
 	res.Merge(addrResult(d.p.Addresses.Apply(ch.Bind, nil)))
+	lap(&addrs)
 	res.Merge(d.afterIPVS(d.p.IPVS.Apply(ch.VSes)))
+	lap(&vs)
 	res.Merge(addrResult(d.p.Addresses.Apply(nil, ch.Unbind)))
+	lap(&addrs)
 	res.Merge(d.fw.applyRemovals())
+	lap(&fw)
+	res.Phases.Firewall, res.Phases.Addresses, res.Phases.IPVS = fw, addrs, vs
 	return res
 }
 

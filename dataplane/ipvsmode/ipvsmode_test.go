@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs/kube-ipvs/controller"
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/firewall"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
@@ -321,5 +322,30 @@ func TestLocalPolicyInClusterVirtualServer(t *testing.T) {
 	st = wait("no-op sync", int(st.TotalSyncs), func(controller.Stats) bool { return true })
 	if st.IPVSWrites+st.AddrWrites+st.SetWrites+st.Restores != 0 {
 		t.Fatalf("a no-op sync wrote: %+v", st)
+	}
+}
+
+// Apply says how long each part of the kernel took: a slow change can then be placed.
+func TestApplyTimesEachPart(t *testing.T) {
+	dp := fakeDataplane(ipvs.NewFakeKernel(), dummyif.NewFakeNetlink(), ipset.NewFakeKernel(), iptables.NewFakeExec())
+	key := model.VSKey{Proto: model.TCP, Addr: netip.MustParseAddr("10.96.0.1"), Port: 80}
+	if res := dp.ensureLink(); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	start := time.Now()
+	res := dp.Apply(dataplane.Change{
+		VSes: map[model.VSKey]*model.VirtualServer{key: {Key: key, Spec: model.VSSpec{Scheduler: "rr"}}},
+		Bind: []netip.Addr{key.Addr},
+	})
+	took := time.Since(start)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	p := res.Phases
+	if p.IPVS <= 0 || p.Addresses <= 0 || p.Firewall <= 0 {
+		t.Fatalf("phases %+v: every part ran and must have a time", p)
+	}
+	if sum := p.IPVS + p.Addresses + p.Firewall; sum > took {
+		t.Fatalf("phases %+v add up to %v, more than Apply's %v", p, sum, took)
 	}
 }
