@@ -13,7 +13,7 @@ import (
 // with the stall that overlapped it, so that a proxy's fault and a stopped node can be told
 // apart from the numbers.
 type stallWatch struct {
-	tick, min time.Duration // the sleep asked for, and the lateness worth recording
+	tick, least time.Duration // the sleep asked for, and the lateness worth recording
 
 	mu    sync.Mutex
 	gaps  []stall
@@ -25,9 +25,9 @@ type stall struct{ from, to time.Time }
 
 func (s stall) length() time.Duration { return s.to.Sub(s.from) }
 
-// watchStalls starts recording stalls longer than min until stop is closed.
-func watchStalls(tick, min time.Duration, stop <-chan struct{}) *stallWatch {
-	w := &stallWatch{tick: tick, min: min, start: time.Now()}
+// watchStalls starts recording stalls longer than least until stop is closed.
+func watchStalls(tick, least time.Duration, stop <-chan struct{}) *stallWatch {
+	w := &stallWatch{tick: tick, least: least, start: time.Now()}
 	go func() {
 		for {
 			before := time.Now()
@@ -42,9 +42,9 @@ func watchStalls(tick, min time.Duration, stop <-chan struct{}) *stallWatch {
 	return w
 }
 
-// note records the sleep from before to after if it overran by at least min.
+// note records the sleep from before to after if it overran by w.least or more.
 func (w *stallWatch) note(before, after time.Time) {
-	if late := after.Sub(before) - w.tick; late >= w.min {
+	if late := after.Sub(before) - w.tick; late >= w.least {
 		w.mu.Lock()
 		w.gaps = append(w.gaps, stall{from: before.Add(w.tick), to: after})
 		w.mu.Unlock()
@@ -84,9 +84,9 @@ func (w *stallWatch) report() string {
 		}
 	}
 	if len(w.gaps) == 0 {
-		return fmt.Sprintf("the client was never stalled %s or more in %s", w.min, time.Since(w.start).Round(time.Millisecond))
+		return fmt.Sprintf("the client was never stalled %s or more in %s", w.least, time.Since(w.start).Round(time.Millisecond))
 	}
 	return fmt.Sprintf("the client was stalled %d times for %s or more, %s in all in %s; the longest %s at %s",
-		len(w.gaps), w.min, total.Round(time.Millisecond), time.Since(w.start).Round(time.Millisecond),
+		len(w.gaps), w.least, total.Round(time.Millisecond), time.Since(w.start).Round(time.Millisecond),
 		longest.length().Round(time.Millisecond), longest.from.UTC().Format("15:04:05.000"))
 }

@@ -9,7 +9,7 @@ import (
 // A late wake-up is a stall over the time it overran, and during counts only its overlap
 // with the window asked about.
 func TestStallWatchCountsOverlap(t *testing.T) {
-	w := &stallWatch{tick: 10 * time.Millisecond, min: 100 * time.Millisecond, start: time.Now()}
+	w := &stallWatch{tick: 10 * time.Millisecond, least: 100 * time.Millisecond, start: time.Now()}
 	t0 := time.Date(2026, 12, 5, 21, 37, 26, 0, time.UTC)
 	w.note(t0, t0.Add(50*time.Millisecond))                                            // 40 ms late: not a stall
 	w.note(t0.Add(time.Second), t0.Add(time.Second+10*time.Millisecond+3*time.Second)) // 3 s

@@ -36,13 +36,9 @@ type step struct {
 
 func (c *checker) steps(all bool) []step {
 	if c.conf != nil {
-		deploy := step{"kube-ipvs deployed from deploy/ is Ready", true, c.deployProxy}
-		if c.conf.proxy == "kube-proxy" {
-			deploy = step{"kube-proxy (IPVS mode) deployed from hack/cluster/kube-proxy is Ready", true, c.deployKubeProxy}
-		}
 		return []step{
 			{"the Node is Ready", true, c.nodeReady},
-			deploy,
+			c.deployStep(),
 			{"CoreDNS is Ready behind the kube-dns Service", true, c.deployDNS},
 			{"the conformance images are on the node", true, c.conformanceImages},
 			{"Kubernetes' e2e suite passes", false, c.suite},
@@ -56,12 +52,14 @@ func (c *checker) steps(all bool) []step {
 			}},
 		}
 	}
-	if c.h.proxy == "kube-proxy" {
-		return c.kubeProxySteps(all)
-	}
+	// With kube-proxy in place of kube-ipvs (the reference for what the traffic and scaling
+	// checks see from a proxy the field trusts), the checks of kube-ipvs' own tools, metrics
+	// and logs, and the rolling update (whose new Pods must write nothing, which kube-proxy
+	// does not claim), are left out.
+	ours := c.h.proxy == "kube-ipvs"
 	s := []step{
 		{"the Node is Ready", true, c.nodeReady},
-		{"kube-ipvs deployed from deploy/ is Ready", true, c.deployProxy},
+		c.deployStep(),
 		{"CoreDNS is Ready behind the kube-dns Service", true, c.deployDNS},
 		{"three echo Pods and the clients run", true, c.deployWorkload},
 		{"pod proxy and kubectl logs reach an echo Pod", false, c.podProxyAndLogs},
@@ -69,39 +67,32 @@ func (c *checker) steps(all bool) []step {
 		{"a client Pod reaches all three by the Service's DNS names", false, c.dnsName},
 		{"the NodePort answers on the node", false, c.nodePortFromNode},
 		{"the NodePort answers from outside the node", false, c.nodePortFromOutside},
-		{"kube-ipvs list and ipvsadm -Ln in the kube-ipvs Pod show the Services", false, c.proxyTools},
-		{"/healthz and /metrics of kube-ipvs answer", false, c.healthAndMetrics},
 	}
-	if all {
+	if ours {
 		s = append(s,
-			step{"a held connection survives a rolling update and a re-created Pod, which write nothing", false, c.updateAndRecreate},
-			step{"the IPVS table follows a scale to 10 and back to 3, with no failed request", false, c.scale},
-		)
+			step{"kube-ipvs list and ipvsadm -Ln in the kube-ipvs Pod show the Services", false, c.proxyTools},
+			step{"/healthz and /metrics of kube-ipvs answer", false, c.healthAndMetrics})
 	}
-	return append(s, step{"kube-ipvs' sync times", false, c.syncTimes},
-		step{"the kube-ipvs logs show no error", false, c.logsClean})
-}
-
-// kubeProxySteps are the checks with kube-proxy in place of kube-ipvs: the reference for
-// what the traffic and scaling checks see from a proxy the field trusts. The checks of
-// kube-ipvs' own tools, metrics and logs, and the rolling update (whose new Pods must write
-// nothing, which kube-proxy does not claim), are left out.
-func (c *checker) kubeProxySteps(all bool) []step {
-	s := []step{
-		{"the Node is Ready", true, c.nodeReady},
-		{"kube-proxy (IPVS mode) deployed from hack/cluster/kube-proxy is Ready", true, c.deployKubeProxy},
-		{"CoreDNS is Ready behind the kube-dns Service", true, c.deployDNS},
-		{"three echo Pods and the clients run", true, c.deployWorkload},
-		{"pod proxy and kubectl logs reach an echo Pod", false, c.podProxyAndLogs},
-		{"a client Pod reaches all three through the ClusterIP", false, c.clusterIP},
-		{"a client Pod reaches all three by the Service's DNS names", false, c.dnsName},
-		{"the NodePort answers on the node", false, c.nodePortFromNode},
-		{"the NodePort answers from outside the node", false, c.nodePortFromOutside},
+	if all && ours {
+		s = append(s, step{"a held connection survives a rolling update and a re-created Pod, which write nothing", false, c.updateAndRecreate})
 	}
 	if all {
 		s = append(s, step{"the IPVS table follows a scale to 10 and back to 3, with no failed request", false, c.scale})
 	}
-	return append(s, step{"kube-proxy's sync times", false, c.syncTimes})
+	s = append(s, step{c.h.proxy + "'s sync times", false, c.syncTimes})
+	if ours {
+		s = append(s, step{"the kube-ipvs logs show no error", false, c.logsClean})
+	}
+	return s
+}
+
+// deployStep deploys the proxy the run is for: kube-ipvs from deploy/, or kube-proxy in IPVS
+// mode from hack/cluster/kube-proxy.
+func (c *checker) deployStep() step {
+	if c.h.proxy == "kube-proxy" {
+		return step{"kube-proxy (IPVS mode) deployed from hack/cluster/kube-proxy is Ready", true, c.deployKubeProxy}
+	}
+	return step{"kube-ipvs deployed from deploy/ is Ready", true, c.deployProxy}
 }
 
 // runAll runs the steps in order and prints each result and, last, "N passed, M failed".
