@@ -177,7 +177,7 @@ func writeKubeProxy(w io.Writer, rs []*Result, kp []*KubeProxyResult) {
 	}
 	p("%s.\n\n", strings.Join(held, ", "))
 
-	p("| target (issue 18) | measured | |\n|---|---|---|\n")
+	p("| target | measured | |\n|---|---|---|\n")
 	k5 := kubeProxyAt(both, 5000)
 	if k5 == nil {
 		p("| one endpoint change at 5k at least 100x faster than kube-proxy's | not measured at 5k | **miss** |\n")

@@ -8,7 +8,7 @@ import (
 )
 
 // Two nodes, each with its own kube-ipvs, pods routed between them as a routed CNI does, and
-// an outside client (issue 17, "Two nodes"). Every backend lives on node B; node A has none.
+// an outside client. Every backend lives on node B; node A has none.
 func TestTwoNodes(t *testing.T) {
 	c := newTwoNodes(t)
 	onB := []ep{{ip: "10.244.2.11", node: "node-b"}, {ip: "10.244.2.12", node: "node-b"}}
