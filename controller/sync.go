@@ -189,8 +189,8 @@ func (c *Controller) syncFull(st *Stats) dataplane.Result {
 }
 
 // repairWhole is the dataplane's repair asked to be whole: BeginRepair, then RepairStep with
-// no bound until done (a mode repairs everything in BeginRepair, and its first RepairStep is
-// done). Changes wait for it, as for the whole of a full sync.
+// no bound until done (its first RepairStep is). Changes wait for it, as for the whole of a
+// full sync.
 func (c *Controller) repairWhole(cidrs []netip.Prefix) dataplane.Result {
 	l := c.live()
 	l.ServiceCIDRs, l.Yield, l.Whole = cidrs, nil, true

@@ -38,8 +38,10 @@ type Dataplane interface {
 	// for a whole repair, and a change applied between two steps is never reverted by a
 	// later one. A repair asked to be whole (Live.Whole: the first repair, which adopts
 	// what the kernel already holds right, and every repair with --repair-step=0) is one
-	// step as large as everything: BeginRepair repairs everything and the first RepairStep
-	// is done. So is every repair of a mode whose repair does not come in steps.
+	// step as large as everything: the first RepairStep, whatever its budget, finishes what
+	// BeginRepair began and is done (the controller applies nothing in between, so the
+	// parts may run side by side). So is every repair of a mode whose repair does not come
+	// in steps (its BeginRepair may do it all).
 	//
 	// BeginRepair starts a repair: the work that is not cut into steps, and the listing the
 	// steps work through.

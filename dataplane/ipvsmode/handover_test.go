@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-ipvs/kube-ipvs/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/dummyif"
 	"github.com/kube-ipvs/kube-ipvs/ipset"
 	"github.com/kube-ipvs/kube-ipvs/iptables"
@@ -35,7 +36,7 @@ func TestHandoverFileIsTakenOnceAndOnlyOnTheSameBoot(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 
-	after := fakeDataplane(k, dummyif.NewFakeNetlink(), ipset.NewFakeKernel(), &iptables.FakeExec{})
+	after := fakeDataplane(k, dummyif.NewFakeNetlink(), ipset.NewFakeKernel(), iptables.NewFakeExec())
 	if n, err := after.LoadHandover(path); err != nil || n != 1 {
 		t.Fatalf("LoadHandover: %d, %v", n, err)
 	}
@@ -43,8 +44,9 @@ func TestHandoverFileIsTakenOnceAndOnlyOnTheSameBoot(t *testing.T) {
 		t.Errorf("the handover is still there after it was read (%v)", err)
 	}
 	k.TakeOps()
-	if res := after.repairIPVSWhole(map[model.VSKey]*model.VirtualServer{key: vs}, nil, func() {}); res.Err != nil || res.Writes != 0 {
-		t.Fatalf("resync: %v, %d writes", res.Err, res.Writes)
+	s := dataplane.Snapshot{VSes: map[model.VSKey]*model.VirtualServer{key: vs}}
+	if res := after.repairWhole(s); res.Err != nil || res.Writes.IPVS != 0 {
+		t.Fatalf("resync: %v, %d IPVS writes", res.Err, res.Writes.IPVS)
 	}
 	if ops := k.TakeOps(); len(ops) != 1 || ops[0] != "list-services" {
 		t.Errorf("the resync after the handover called %q; want the service listing alone", ops)

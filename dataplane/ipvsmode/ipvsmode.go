@@ -59,9 +59,9 @@ type Dataplane struct {
 	fw   *firewallPart
 	log  *slog.Logger
 	tick time.Time // last drain check
-	// stepped is the periodic repair under way (BeginRepair, RepairStep); repaired says a
-	// whole repair succeeded (the kernel is adopted), after which a repair may come in steps.
-	stepped  *steppedRepair
+	// cycle is the repair under way (BeginRepair, RepairStep); repaired says a whole
+	// repair succeeded (the kernel is adopted), after which a repair may come in steps.
+	cycle    *repairCycle
 	repaired bool
 	// listedEpoch is the watcher's subscription when kube-ipvs0 was last listed.
 	listedEpoch uint64
@@ -84,7 +84,7 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 	if err != nil {
 		return nil, err
 	}
-	// A second ipset socket for the stepped repair's background listings (see
+	// A second ipset socket for the periodic repair's background listings (see
 	// ipset.SetsCheck): one socket cannot carry a dump and Apply's writes at once.
 	lister, err := ipset.NewBackgroundKernel(cfg.Gate)
 	if err != nil {
@@ -92,7 +92,7 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 	}
 	sets := ipset.New(sk)
 	sets.Lister, sets.Gate = lister, cfg.Gate
-	// And a second IPVS socket, for the stepped repair's listing of the virtual servers
+	// And a second IPVS socket, for the periodic repair's listing of the virtual servers
 	// (see ipvs.Check).
 	vsLister, err := ipvs.NewBackgroundKernel(cfg.Gate)
 	if err != nil {

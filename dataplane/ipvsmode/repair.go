@@ -3,142 +3,226 @@ package ipvsmode
 import (
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/dataplane"
-	"github.com/kube-ipvs/kube-ipvs/dummyif"
-	"github.com/kube-ipvs/kube-ipvs/firewall"
-	"github.com/kube-ipvs/kube-ipvs/internal/samens"
+	"github.com/kube-ipvs/kube-ipvs/ipset"
+	"github.com/kube-ipvs/kube-ipvs/iptables"
 	"github.com/kube-ipvs/kube-ipvs/ipvs"
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// repairWhole makes the kernel match the snapshot, all at once (BeginRepair asked for a
-// whole repair, or before the first succeeded): the link, the sets and rules, then the
-// addresses and IPVS at once. They are independent kernel tables, and the kernel walks a
-// device's address list on every add, so binding tens of thousands of addresses is slow on
-// its own and need not hold the virtual servers up.
+// A repair is one cycle, whatever its size: BeginRepair, then RepairStep until it is done.
+// Each kernel part has one repair, begun by BeginRepair and finished by the steps:
 //
-// The ipsets and iptables rules are repaired while the VIPs and IPVS are read back: they are
-// other kernel tables, and at a restart each part is mostly reading (seconds at tens of
-// thousands of Services), which two cores do side by side. IPVS is written only once the
-// sets and rules are, as in every sync, so that no packet meets a virtual server whose
-// rules are missing.
-func (d *Dataplane) repairWhole(s dataplane.Snapshot) dataplane.Result {
+//   - the ipsets and iptables rules: a check of the sets (ipset.SetsCheck, listed in the
+//     background) and of the rules (iptables.Runner.Resync, in the background: it runs
+//     processes); or, when every Service's entries may have changed (a whole repair, new
+//     node addresses or Service CIDRs), every Service staged and the same checks done in
+//     one go (repairFirewall);
+//   - kube-ipvs0's addresses: a listing and repair of the link (dummyif.Reconciler.Repair)
+//     when the watcher's notifications cannot be trusted to have followed it; otherwise
+//     nothing, as RepairDrift repairs what they report;
+//   - IPVS: a check of the table (ipvs.Check), begun by the first step and worked through,
+//     budget virtual servers at a time, by the others.
+//
+// A whole repair (asked for by Live.Whole, and every repair until one whole repair has
+// succeeded: a restart's adoption of the kernel) is the same cycle with its steps as large
+// as everything: its first RepairStep is done. The controller applies no change until it
+// is, so its parts run side by side: BeginRepair starts the sets and rules and the addresses
+// in the background, and the step reads the IPVS table meanwhile, writes it once the sets
+// and rules are in place (as every sync does, so that no packet meets a virtual server
+// whose rules are missing), then waits for the addresses. At a restart with tens of
+// thousands of Services each part is mostly reading, for seconds, which two cores do side by
+// side. A periodic repair lets changes through between its steps, so only its listings
+// run beside them.
+
+// repairCycle is the repair under way (BeginRepair, RepairStep).
+type repairCycle struct {
+	// whole: the cycle is one step as large as everything, its parts side by side; whole
+	// is what it repairs (the desired state when it began: nothing changes until it ends).
+	whole    bool
+	snapshot dataplane.Snapshot
+	// firewall brings the sets' and rules' repair in one go, run in the background by a
+	// whole cycle; addrs brings its repair of kube-ipvs0, and listed the addresses that
+	// repair found on the link before writing. Each is nil when there is none, or once
+	// received.
+	firewall chan dataplane.Result
+	addrs    chan dataplane.Result
+	listed   chan map[netip.Addr]bool
+	// sets is the check of the ipsets, listed in the background (nil once finished); rules
+	// brings the iptables rules' check (nil once received).
+	sets  *ipset.SetsCheck
+	rules chan iptables.Result
+	// prior are the addresses kube-ipvs0 held when the cycle listed it (nil: not listed):
+	// a virtual server on one of them is the proxy's even if no Service binds it any more.
+	prior map[netip.Addr]bool
+	// check is the IPVS table's check, from the first RepairStep on.
+	check    *ipvs.Check
+	ipvsDone bool
+}
+
+// BeginRepair starts a repair cycle (see above): the link, then the beginning of each
+// part's repair.
+func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
+	d.cycle = nil
 	if res := d.ensureLink(); res.Err != nil {
 		return res
 	}
-	fwDone := make(chan struct{})
-	var res dataplane.Result
-	samens.Go(func() { // iptables-restore runs in the caller's namespace
-		defer close(fwDone)
-		res = d.repairFirewall(s.Services, s.NodeIPs, s.ServiceCIDRs)
-	})
-	rest := d.repairAddrsAndIPVS(s, func() { <-fwDone })
-	<-fwDone
-	res.Merge(rest) // errors joined
-	d.repaired = d.repaired || res.Err == nil
-	return res
-}
-
-// ensureLink creates kube-ipvs0 if it is missing; a failure is the result's Err.
-func (d *Dataplane) ensureLink() dataplane.Result {
-	var res dataplane.Result
-	if err := d.p.Addresses.EnsureLink(); err != nil {
-		res.Err = fmt.Errorf("dummy interface: %w", err)
-		res.AddFailures(dataplane.SubsystemAddress, 1)
+	if l.Whole || !d.repaired {
+		d.cycle = d.beginWhole(l.Snapshot())
+		return dataplane.Result{}
 	}
-	return res
-}
-
-// repairFirewall stages every Service and repairs the ipsets and iptables rules against the
-// kernel: one step, whose cost follows the number of set entries.
-func (d *Dataplane) repairFirewall(services map[model.ServiceName]*model.ServiceState, nodeIPs []netip.Addr, cidrs []netip.Prefix) dataplane.Result {
-	d.fw.setNodeIPs(nodeIPs)
-	d.fw.cidrs = firewall.ServiceCIDREntries(cidrs, d.fw.cfg)
-	for name, st := range services {
-		d.fw.stage(name, st)
+	c := &repairCycle{}
+	res := d.beginFirewallCheck(c, l.Services, l.NodeIPs, l.ServiceCIDRs)
+	if res.Err != nil {
+		return res
 	}
-	for name := range d.fw.tracker.Services() {
-		if _, ok := services[name]; !ok {
-			d.fw.stage(name, nil)
+	if !d.addrListingTrusted() {
+		addrs := d.repairAddresses(wantOf(l), nil, func(m map[netip.Addr]bool) { c.prior = m })
+		if res.Merge(addrs); res.Err != nil {
+			return res
 		}
 	}
-	fw := d.fw.repair()
-	if fw.Err != nil {
-		fw.Err = fmt.Errorf("repairing ipsets and iptables rules: %w", fw.Err)
-	}
-	return fw
+	d.cycle = c
+	return res
 }
 
-// repairAddrsAndIPVS runs both repairs concurrently. A virtual server is the proxy's when
-// its address is one the proxy binds or was bound to kube-ipvs0 when the repair began (a
-// Service deleted while the proxy was down leaves both behind), or a node IP with a port in
-// the NodePort range; the IPVS repair waits for the address listing before it decides what
-// to delete.
-func (d *Dataplane) repairAddrsAndIPVS(s dataplane.Snapshot, gate func()) dataplane.Result {
-	listed := make(chan map[netip.Addr]bool, 1)
-	var once sync.Once
-	found := func(m map[netip.Addr]bool) { once.Do(func() { listed <- m }) }
-	var addrs dataplane.Result
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		addrs = d.repairAddresses(dummyif.WantAll(s.Binds), nil, found)
-		found(nil) // in case the reconciler did not call it
-	}()
-	owned := d.ownership(s, listed)
+// RepairStep checks and repairs up to budget more virtual servers against the desired state
+// as it is now (a whole cycle: all of them), and takes in the background work that is done.
+// A virtual server changed since BeginRepair is judged by a fresh read, never by the
+// listing (see ipvs.Check): a change is not reverted. A periodic cycle's step never waits
+// for the background: one that found nothing in yet says so (Result.Waiting). The step
+// that begins the IPVS check is a step of its own in a periodic cycle, so that no step
+// holds both the firewall's check and the collection of the IPVS keys.
+func (d *Dataplane) RepairStep(l dataplane.Live, budget int) (dataplane.Result, bool) {
+	c := d.cycle
+	if c == nil {
+		return dataplane.Result{}, true
+	}
+	var res dataplane.Result
+	if c.check == nil {
+		if !d.beginIPVSCheck(c, l, &res) {
+			c.ipvsDone = true // the cycle ends with the error, once its background is in
+		} else if !c.whole {
+			return res, false
+		}
+	}
+	progressed := d.takeFirewall(c, &res)
+	if !c.ipvsDone && !(progressed && l.Yielding()) {
+		progressed = d.stepIPVS(c, l, budget, &res) || progressed
+	}
+	d.takeAddresses(c, &res)
+	done := c.ipvsDone && c.sets == nil && c.rules == nil && c.firewall == nil && c.addrs == nil
+	if done {
+		d.cycle = nil
+		if c.whole {
+			d.repaired = d.repaired || res.Err == nil
+		}
+	}
+	res.Waiting = !progressed && !done
+	return res, done
+}
+
+// beginIPVSCheck begins the IPVS table's check: a whole cycle's dumps the table (beside
+// the background parts), a periodic one's lists it in the background, or reads by key
+// what the proxy knows of (see ipvs/listing.go). false: it failed, in res.
+func (d *Dataplane) beginIPVSCheck(c *repairCycle, l dataplane.Live, res *dataplane.Result) bool {
 	start := time.Now()
-	vs := d.afterIPVS(d.repairIPVSWhole(s.VSes, owned, gate))
-	vs.Phases.IPVS = time.Since(start)
+	var check *ipvs.Check
+	var err error
+	if c.whole {
+		check, err = d.p.IPVS.BeginWholeCheck(c.snapshot.VSes)
+	} else {
+		next, took := d.p.IPVS.NextListing()
+		check, err = d.p.IPVS.BeginCheck(l.VSKeys)
+		if err == nil {
+			res.Listing = &dataplane.TableListing{Listed: check.ListsTable(), LastTook: took, Next: next}
+		}
+	}
+	res.Phases.IPVS += time.Since(start)
+	if err != nil {
+		res.Err = fmt.Errorf("repairing IPVS: %w", err)
+		res.AddFailures(dataplane.SubsystemIPVS, 1)
+		return false
+	}
+	c.check = check
+	return true
+}
+
+// takeFirewall takes in what the sets' and rules' repair finished: in a whole cycle, all
+// of it (waiting for it: IPVS is written after it); in a periodic one, what is in.
+// It says whether anything was.
+func (d *Dataplane) takeFirewall(c *repairCycle, res *dataplane.Result) bool {
+	progressed := false
+	if c.firewall != nil {
+		res.Merge(<-c.firewall)
+		c.firewall = nil
+		progressed = true
+	}
+	if c.sets != nil {
+		start := time.Now()
+		r, done, finished := c.sets.StepNow()
+		// No SetEntries: a check changes what the kernel holds, never what is desired.
+		res.Merge(setsResult(r, dataplane.OpUpdate))
+		res.Phases.Firewall += time.Since(start)
+		progressed = progressed || finished > 0
+		if done {
+			c.sets = nil
+		}
+	}
+	if c.rules != nil {
+		select {
+		case rr := <-c.rules:
+			res.Merge(rulesResult(rr.Restores, rr.Err))
+			c.rules = nil
+			progressed = true
+		default:
+		}
+	}
+	return progressed
+}
+
+// stepIPVS checks the next virtual servers: budget of them, within dataplane.StepTime and
+// until a change waits, in a periodic cycle; all of them in a whole one. It says whether the
+// listing is in (before it is, a step checks nothing).
+func (d *Dataplane) stepIPVS(c *repairCycle, l dataplane.Live, budget int, res *dataplane.Result) bool {
+	start := time.Now()
+	listed := c.check.Listed()
+	var r ipvs.Result
+	if c.whole {
+		s := c.snapshot
+		owned := d.owns(s.NodeIPs, func(a netip.Addr) bool { return s.Binds[a] || c.priorAddrs()[a] })
+		r, c.ipvsDone = c.check.Step(c.check.Left(), func(k model.VSKey) *model.VirtualServer { return s.VSes[k] }, owned)
+	} else {
+		owned := d.owns(l.NodeIPs, func(a netip.Addr) bool { return l.Bound(a) || c.prior[a] || d.p.Addresses.IsBound(a) })
+		r, c.ipvsDone = c.check.StepUntil(budget, start.Add(dataplane.StepTime), l.Yield, l.VS, owned)
+	}
+	vs := d.afterIPVS(r)
 	if vs.Err != nil {
 		vs.Err = fmt.Errorf("repairing IPVS: %w", vs.Err)
 	}
-	<-done
-	err := vs.Err
-	vs.Merge(addrs)
-	if err != nil && addrs.Err != nil {
-		vs.Err = fmt.Errorf("%w; %w", err, addrs.Err)
-	}
-	return vs
+	res.Merge(vs)
+	res.Phases.IPVS += time.Since(start)
+	return listed
 }
 
-// repairIPVSWhole is IPVS's check in one step as large as everything: the table is read
-// back, then (once gate returns: the sets and rules are in place) every virtual server is
-// made right and every owned one that is not desired is deleted.
-func (d *Dataplane) repairIPVSWhole(vses map[model.VSKey]*model.VirtualServer, owned func(model.VSKey) bool, gate func()) ipvs.Result {
-	check, err := d.p.IPVS.BeginWholeCheck(vses)
-	gate()
-	if err != nil {
-		return ipvs.Result{Err: err}
+// priorAddrs are the addresses a whole cycle's repair of kube-ipvs0 found on the link
+// before it wrote (waiting for its listing).
+func (c *repairCycle) priorAddrs() map[netip.Addr]bool {
+	if c.listed != nil {
+		c.prior = <-c.listed
+		c.listed = nil
 	}
-	res, _ := check.Step(check.Left(), func(k model.VSKey) *model.VirtualServer { return vses[k] }, owned)
-	return res
+	return c.prior
 }
 
-// ownership returns the repair's test of which virtual servers are the proxy's (see
-// repairAddrsAndIPVS); prior delivers the addresses kube-ipvs0 held before the repair.
-func (d *Dataplane) ownership(s dataplane.Snapshot, prior <-chan map[netip.Addr]bool) func(model.VSKey) bool {
-	var before map[netip.Addr]bool
-	known := false
-	owns := d.owns(s.NodeIPs, func(a netip.Addr) bool { return s.Binds[a] || before[a] })
-	return func(k model.VSKey) bool {
-		if !known {
-			before, known = <-prior, true
-		}
-		return owns(k)
+// takeAddresses takes in a whole cycle's repair of kube-ipvs0, waiting for it.
+func (d *Dataplane) takeAddresses(c *repairCycle, res *dataplane.Result) {
+	if c.addrs == nil {
+		return
 	}
-}
-
-// owns is OwnsVirtualServer with the node IPs given and onDummy saying which addresses are
-// (or were, when the repair began) on kube-ipvs0.
-func (d *Dataplane) owns(nodeIPs []netip.Addr, onDummy func(netip.Addr) bool) func(model.VSKey) bool {
-	nodeIP := make(map[netip.Addr]bool, len(nodeIPs))
-	for _, a := range nodeIPs {
-		nodeIP[a] = true
-	}
-	return func(k model.VSKey) bool {
-		return d.cfg.OwnsVirtualServer(k, onDummy, func(a netip.Addr) bool { return nodeIP[a] })
-	}
+	res.Merge(<-c.addrs)
+	c.addrs = nil
+	c.listed = nil
 }

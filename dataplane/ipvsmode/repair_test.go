@@ -2,6 +2,7 @@ package ipvsmode
 
 import (
 	"errors"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -30,6 +31,22 @@ func snapshotOf(ips ...string) dataplane.Snapshot {
 		s.Binds[k.Addr] = true
 	}
 	return s
+}
+
+// repairWhole is a whole repair of s as the controller runs one: BeginRepair asked to be
+// whole, then RepairStep until done (the first step is: TestBeginRepairIsWholeWhenAskedAndAtFirst).
+func (d *Dataplane) repairWhole(s dataplane.Snapshot) dataplane.Result {
+	l := liveOf(&s)
+	l.Whole = true
+	res := d.BeginRepair(l)
+	for res.Err == nil {
+		r, done := d.RepairStep(l, math.MaxInt)
+		res.Merge(r)
+		if done {
+			break
+		}
+	}
+	return res
 }
 
 // hookedNetlink runs hooks around the fake link's address calls.

@@ -36,6 +36,7 @@ func liveOf(s *dataplane.Snapshot) dataplane.Live {
 		VSKeys:   maps.Keys(maps.Clone(s.VSes)), // a copy: the test changes s beside the walk
 		Bound:    func(a netip.Addr) bool { return s.Binds[a] },
 		Binds:    func() map[netip.Addr]bool { return s.Binds },
+		NodeIPs:  s.NodeIPs, ServiceCIDRs: s.ServiceCIDRs,
 	}
 }
 
@@ -103,7 +104,7 @@ func TestSteppedRepairLetsChangesThroughAndKeepsThem(t *testing.T) {
 		if res.Failed() != 0 {
 			t.Fatalf("step %d: %+v", steps, res)
 		}
-		if ipvsSteps == 0 && (done || dp.stepped.ipvsDone) {
+		if ipvsSteps == 0 && (done || dp.cycle.ipvsDone) {
 			ipvsSteps = steps
 		}
 	}
@@ -185,20 +186,21 @@ func TestRepairDriftRestoresWhatTheWatcherHeard(t *testing.T) {
 	}
 }
 
-// BeginRepair repairs everything at once, as repairWhole does, when asked (Live.Whole) and
-// before a whole repair has succeeded (the kernel is not adopted yet); its first RepairStep
-// is done. After one, a repair not asked to be whole comes in steps.
+// A repair asked to be whole (Live.Whole), and every repair before a whole one has
+// succeeded (the kernel is not adopted yet), is one step as large as everything: BeginRepair
+// writes nothing to the IPVS table, and the first RepairStep, whatever its budget, repairs
+// everything and is done. After one, a repair not asked to be whole comes in steps.
 func TestBeginRepairIsWholeWhenAskedAndAtFirst(t *testing.T) {
 	ipvsK, nl := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink()
 	dp := watchedDataplane(ipvsK, nl, &fakeWatcher{epoch: 1})
 	s := snapshotOf("10.96.0.1", "10.96.0.2")
-	whole := func(l dataplane.Live, what string) {
+	whole := func(l dataplane.Live, what string, wantIPVS int) {
 		t.Helper()
-		if res := dp.BeginRepair(l); res.Err != nil || res.Failed() != 0 {
-			t.Fatalf("%s: begin: %+v", what, res)
+		if res := dp.BeginRepair(l); res.Err != nil || res.Failed() != 0 || res.Writes.IPVS != 0 {
+			t.Fatalf("%s: begin: %+v; want no IPVS write", what, res)
 		}
-		if res, done := dp.RepairStep(l, 1); !done || res.Writes != (dataplane.Writes{}) {
-			t.Fatalf("%s: first step: done %v, %+v; want done, nothing written", what, done, res)
+		if res, done := dp.RepairStep(l, 1); !done || res.Failed() != 0 || res.Writes.IPVS != wantIPVS {
+			t.Fatalf("%s: first step: done %v, %+v; want done, %d IPVS writes", what, done, res, wantIPVS)
 		}
 		for _, k := range []model.VSKey{tcpKey("10.96.0.1", 80), tcpKey("10.96.0.2", 80)} {
 			if _, err := ipvsK.GetVirtualServer(k); err != nil {
@@ -209,12 +211,12 @@ func TestBeginRepairIsWholeWhenAskedAndAtFirst(t *testing.T) {
 			t.Errorf("%s: kube-ipvs0 holds %v", what, got)
 		}
 	}
-	whole(liveOf(&s), "first repair, not asked to be whole")
+	whole(liveOf(&s), "first repair, not asked to be whole", 2)
 
 	ipvsK.Drop(tcpKey("10.96.0.2", 80))
 	l := liveOf(&s)
 	l.Whole = true
-	whole(l, "asked to be whole")
+	whole(l, "asked to be whole", 1)
 
 	if res := dp.BeginRepair(liveOf(&s)); res.Err != nil {
 		t.Fatalf("begin in steps: %+v", res)
