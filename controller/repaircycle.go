@@ -31,6 +31,8 @@ type repairCycle struct {
 	busy      time.Duration // the steps' wall time, summed
 	cpu       time.Duration // the steps' CPU time, summed
 	most      time.Duration // the longest step
+	// mostThread is where the longest step's time went: CPU, or waiting for one.
+	mostThread threadTime
 	// mostKind is the kind of the longest step (metrics.Step*) and mostPhases where its
 	// time went; kindMost the longest step of each kind.
 	mostKind   string
@@ -147,10 +149,11 @@ func (c *Controller) cycleStep() {
 		return
 	}
 	took := time.Since(start)
-	cy.cpu += stopCPU()
+	thread := stopCPU()
+	cy.cpu += thread.CPU
 	cy.busy += took
 	if took > cy.most {
-		cy.most, cy.mostKind, cy.mostPhases = took, kind, res.Phases
+		cy.most, cy.mostKind, cy.mostPhases, cy.mostThread = took, kind, res.Phases, thread
 	}
 	if cy.kindMost == nil {
 		cy.kindMost = map[string]time.Duration{}
@@ -250,7 +253,8 @@ func (c *Controller) endCycle() {
 	args := []any{"steps", cy.steps, "unchanged_services", cy.unchanged, "took", wall.Round(time.Millisecond),
 		"busy", cy.busy.Round(time.Millisecond), "core_share", float64(int(share*1000)) / 1000,
 		"longest_step", cy.most.Round(time.Microsecond), "longest_step_kind", cy.mostKind,
-		"longest_step_phases", phaseText(cy.mostPhases), "ipvs_writes", w.IPVS, "addr_writes", w.Addresses,
+		"longest_step_phases", phaseText(cy.mostPhases), "longest_step_cpu", cy.mostThread.CPU.Round(time.Millisecond),
+		"longest_step_runqueue_wait", cy.mostThread.RunQueue.Round(time.Millisecond), "ipvs_writes", w.IPVS, "addr_writes", w.Addresses,
 		"ipset_writes", w.SetEntries, "iptables_restores", w.Restores, "errors", st.Errors,
 		"services", st.Services, "virtual_servers", st.VirtualSrvrs}
 	if l := cy.res.Listing; l != nil {

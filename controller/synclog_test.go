@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// A full sync and a slow incremental one log where their time went; a fast incremental
-// one keeps its line short.
+// A full sync and a slow incremental one log where their time went, in parts and on the
+// thread (CPU, run-queue wait); a fast incremental one keeps its line short.
 func TestSyncLogShowsPhasesWhenSlow(t *testing.T) {
 	var buf bytes.Buffer
 	c := &Controller{log: slog.New(slog.NewTextHandler(&buf, nil))}
@@ -24,10 +24,13 @@ func TestSyncLogShowsPhasesWhenSlow(t *testing.T) {
 		{"full", Stats{Full: true, Duration: 20 * time.Millisecond, Phases: phases}, true},
 	} {
 		buf.Reset()
-		c.logSync(tc.st)
+		c.logSync(tc.st, threadTime{CPU: 40 * time.Millisecond, RunQueue: 1200 * time.Millisecond})
 		line := buf.String()
 		if got := strings.Contains(line, "took_ipvs=1.5s"); got != tc.phases {
 			t.Errorf("%s: phases logged %v, want %v: %s", tc.name, got, tc.phases, line)
+		}
+		if got := strings.Contains(line, "cpu=40ms runqueue_wait=1.2s"); got != tc.phases {
+			t.Errorf("%s: thread times logged %v, want %v: %s", tc.name, got, tc.phases, line)
 		}
 	}
 }
