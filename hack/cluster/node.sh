@@ -53,6 +53,13 @@ for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
   echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control
 done
 log "cgroup2: $(cat /sys/fs/cgroup/cgroup.subtree_control)"
+# The node's daemons (containerd and the shims and runc it starts, the kubelet, the CNI
+# plugins, the test agents) go into /system.slice, as systemd puts them on a real node, so
+# that under load they share the CPU with /kubepods as two cgroups of about equal weight.
+# Left in the root cgroup, each busy daemon thread would weigh as much as all the Pods
+# together: tearing down Pods starved every Pod of the node for seconds (docs/cluster.md).
+mkdir -p /sys/fs/cgroup/system.slice
+echo $$ >/sys/fs/cgroup/system.slice/cgroup.procs
 hostname "$node"
 echo "127.0.0.1 localhost $node" >/etc/hosts
 # No DNS server is reachable (the network is restricted); kubelet wants a file to read.
