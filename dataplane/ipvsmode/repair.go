@@ -2,6 +2,7 @@ package ipvsmode
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"time"
 
@@ -28,8 +29,9 @@ import (
 //
 // A whole repair (asked for by Live.Whole, and every repair until one whole repair has
 // succeeded: a restart's adoption of the kernel) is the same cycle with its steps as large
-// as everything: its first RepairStep is done. The controller applies no change until it
-// is, so its parts run side by side: BeginRepair starts the sets and rules and the addresses
+// as everything: its first RepairStep is done (or, when it was not asked for, BeginRepair
+// does it all, since its caller may apply changes before the next step). The controller
+// applies no change until a whole repair it asked for is done, so its parts run side by side: BeginRepair starts the sets and rules and the addresses
 // in the background, and the step reads the IPVS table meanwhile, writes it once the sets
 // and rules are in place (as every sync does, so that no packet meets a virtual server
 // whose rules are missing), then waits for the addresses. At a restart with tens of
@@ -71,6 +73,12 @@ func (d *Dataplane) BeginRepair(l dataplane.Live) dataplane.Result {
 	}
 	if l.Whole || !d.repaired {
 		d.cycle = d.beginWhole(l.Snapshot())
+		if !l.Whole {
+			// Not asked to be whole, the caller may apply changes before the next step,
+			// which the background parts must not meet: the cycle ends here.
+			res, _ := d.RepairStep(l, math.MaxInt)
+			return res
+		}
 		return dataplane.Result{}
 	}
 	c := &repairCycle{}

@@ -187,20 +187,27 @@ func TestRepairDriftRestoresWhatTheWatcherHeard(t *testing.T) {
 }
 
 // A repair asked to be whole (Live.Whole), and every repair before a whole one has
-// succeeded (the kernel is not adopted yet), is one step as large as everything: BeginRepair
-// writes nothing to the IPVS table, and the first RepairStep, whatever its budget, repairs
-// everything and is done. After one, a repair not asked to be whole comes in steps.
+// succeeded (the kernel is not adopted yet), is one step as large as everything: asked,
+// BeginRepair writes nothing to the IPVS table and the first RepairStep, whatever its
+// budget, repairs everything and is done; not asked, BeginRepair does it all. After one, a
+// repair not asked to be whole comes in steps.
 func TestBeginRepairIsWholeWhenAskedAndAtFirst(t *testing.T) {
 	ipvsK, nl := ipvs.NewFakeKernel(), dummyif.NewFakeNetlink()
 	dp := watchedDataplane(ipvsK, nl, &fakeWatcher{epoch: 1})
 	s := snapshotOf("10.96.0.1", "10.96.0.2")
-	whole := func(l dataplane.Live, what string, wantIPVS int) {
+	// inBegin: the repair was not asked to be whole, so its caller may apply changes
+	// between BeginRepair and the first step: BeginRepair does it all.
+	whole := func(l dataplane.Live, what string, wantIPVS int, inBegin bool) {
 		t.Helper()
-		if res := dp.BeginRepair(l); res.Err != nil || res.Failed() != 0 || res.Writes.IPVS != 0 {
-			t.Fatalf("%s: begin: %+v; want no IPVS write", what, res)
+		begin, step := 0, wantIPVS
+		if inBegin {
+			begin, step = wantIPVS, 0
 		}
-		if res, done := dp.RepairStep(l, 1); !done || res.Failed() != 0 || res.Writes.IPVS != wantIPVS {
-			t.Fatalf("%s: first step: done %v, %+v; want done, %d IPVS writes", what, done, res, wantIPVS)
+		if res := dp.BeginRepair(l); res.Err != nil || res.Failed() != 0 || res.Writes.IPVS != begin {
+			t.Fatalf("%s: begin: %+v; want %d IPVS writes", what, res, begin)
+		}
+		if res, done := dp.RepairStep(l, 1); !done || res.Failed() != 0 || res.Writes.IPVS != step {
+			t.Fatalf("%s: first step: done %v, %+v; want done, %d IPVS writes", what, done, res, step)
 		}
 		for _, k := range []model.VSKey{tcpKey("10.96.0.1", 80), tcpKey("10.96.0.2", 80)} {
 			if _, err := ipvsK.GetVirtualServer(k); err != nil {
@@ -211,12 +218,12 @@ func TestBeginRepairIsWholeWhenAskedAndAtFirst(t *testing.T) {
 			t.Errorf("%s: kube-ipvs0 holds %v", what, got)
 		}
 	}
-	whole(liveOf(&s), "first repair, not asked to be whole", 2)
+	whole(liveOf(&s), "first repair, not asked to be whole", 2, true)
 
 	ipvsK.Drop(tcpKey("10.96.0.2", 80))
 	l := liveOf(&s)
 	l.Whole = true
-	whole(l, "asked to be whole", 1)
+	whole(l, "asked to be whole", 1, false)
 
 	if res := dp.BeginRepair(liveOf(&s)); res.Err != nil {
 		t.Fatalf("begin in steps: %+v", res)
