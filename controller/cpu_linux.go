@@ -18,20 +18,32 @@ type threadTime struct {
 	CPU, RunQueue time.Duration
 }
 
-// threadCPU starts measuring the calling goroutine until the returned function is called;
-// the goroutine stays on its OS thread meanwhile, so that the thread's figures are its own.
-func threadCPU() func() threadTime {
+// threadClock is a measurement of the calling goroutine under way (startThreadClock).
+type threadClock struct {
+	before threadTime
+	ok     bool
+}
+
+// startThreadClock starts measuring the calling goroutine, which stays on its OS thread until
+// stop or drop.
+func startThreadClock() threadClock {
 	runtime.LockOSThread()
 	before, ok := threadUsage()
-	return func() threadTime {
-		defer runtime.UnlockOSThread()
-		after, ok2 := threadUsage()
-		if !ok || !ok2 {
-			return threadTime{}
-		}
-		return threadTime{CPU: after.CPU - before.CPU, RunQueue: after.RunQueue - before.RunQueue}
-	}
+	return threadClock{before: before, ok: ok}
 }
+
+// stop ends the measurement and returns it.
+func (c threadClock) stop() threadTime {
+	defer runtime.UnlockOSThread()
+	after, ok := threadUsage()
+	if !c.ok || !ok {
+		return threadTime{}
+	}
+	return threadTime{CPU: after.CPU - c.before.CPU, RunQueue: after.RunQueue - c.before.RunQueue}
+}
+
+// drop ends the measurement without reading it (a fast sync logs no figures).
+func (c threadClock) drop() { runtime.UnlockOSThread() }
 
 // threadUsage reads the calling thread's scheduler statistics (/proc/thread-self/schedstat:
 // time on a CPU and time waiting on a run queue, in nanoseconds), or, where the kernel keeps

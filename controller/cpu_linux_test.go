@@ -18,12 +18,12 @@ func TestParseSchedstat(t *testing.T) {
 }
 
 // A goroutine that spins is measured on the CPU; one that sleeps is not.
-func TestThreadCPUTellsSpinningFromSleeping(t *testing.T) {
-	stop := threadCPU()
+func TestThreadClockTellsSpinningFromSleeping(t *testing.T) {
+	stop := startThreadClock().stop
 	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
 	}
 	spun := stop()
-	stop = threadCPU()
+	stop = startThreadClock().stop
 	time.Sleep(50 * time.Millisecond)
 	slept := stop()
 	if spun.CPU < 10*time.Millisecond {

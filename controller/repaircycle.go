@@ -116,7 +116,7 @@ func (c *Controller) cycleStep() {
 		return
 	}
 	start := time.Now()
-	stopCPU := threadCPU()
+	clock := startThreadClock()
 	var res dataplane.Result
 	done := false
 	kind := metrics.StepCheck
@@ -144,12 +144,12 @@ func (c *Controller) cycleStep() {
 		// Nothing done but finding the background work (the informers' list, the
 		// dataplane's listings) not in yet: a pause, not busy time (which spaces the
 		// cycles), and not a step.
-		stopCPU()
+		clock.drop()
 		cy.resumeAt = time.Now().Add(dataplane.StepPause)
 		return
 	}
 	took := time.Since(start)
-	thread := stopCPU()
+	thread := clock.stop()
 	cy.cpu += thread.CPU
 	cy.busy += took
 	if took > cy.most {

@@ -23,7 +23,7 @@ import (
 // the dataplane's caches.
 func (c *Controller) sync(full bool) error {
 	start := time.Now()
-	stopCPU := threadCPU()
+	clock := startThreadClock()
 	c.mu.Lock()
 	dirty, triggers := c.dirty, c.triggers
 	c.dirty, c.triggers = map[model.ServiceName]bool{}, map[model.ServiceName][]trigger{}
@@ -64,7 +64,13 @@ func (c *Controller) sync(full bool) error {
 	c.stats = st
 	c.mu.Unlock()
 	c.noteSync(full, st, st.Duration, res, start, triggers)
-	c.logSync(st, stopCPU())
+	var thread threadTime
+	if logsPhases(st) {
+		thread = clock.stop()
+	} else {
+		clock.drop() // not logged: no second read of /proc on the common path
+	}
+	c.logSync(st, thread)
 	if firstRepair && c.obs.FirstRepair != nil {
 		c.obs.FirstRepair()
 	}
@@ -82,13 +88,16 @@ func (c *Controller) sync(full bool) error {
 // what an operator looks into.
 const slowSync = time.Second
 
+// logsPhases says whether a sync's log line says where its time went.
+func logsPhases(st Stats) bool { return st.Full || st.Duration >= slowSync }
+
 // logSync logs a sync's figures; a full or slow one's say where its time went, in its parts
 // and on the sync goroutine's thread (CPU, waiting for a CPU, and the rest blocked).
 func (c *Controller) logSync(st Stats, thread threadTime) {
 	attrs := []any{"full", st.Full, "services", st.Services, "ipvs_writes", st.IPVSWrites,
 		"addr_writes", st.AddrWrites, "ipset_writes", st.SetWrites, "iptables_restores", st.Restores, "errors", st.Errors,
 		"virtual_servers", st.VirtualSrvrs, "took", st.Duration.Round(time.Microsecond)}
-	if st.Full || st.Duration >= slowSync {
+	if logsPhases(st) {
 		p := st.Phases
 		attrs = append(attrs, "took_build", p.Build.Round(time.Millisecond), "took_firewall", p.Firewall.Round(time.Millisecond),
 			"took_addresses", p.Addresses.Round(time.Millisecond), "took_ipvs", p.IPVS.Round(time.Millisecond),
