@@ -108,6 +108,8 @@ type Result struct {
 	// RateEstimation is the run's --ipvs-rate-estimation ("" in results from before it, and
 	// for kernel: the kernel's own, on).
 	RateEstimation string `json:"rate_estimation,omitempty"`
+	// ForegroundGate is "off" when the run had no foreground gate ("" or "on": it had one).
+	ForegroundGate string `json:"foreground_gate,omitempty"`
 	// Restart is a new controller started onto the state a cleanly stopped one left, with
 	// its handover (--handover-file), as an upgraded Pod: Seconds until its first sync ended
 	// (ready), the writes of that sync. RestartNoHandover is the same without one, as after
@@ -127,6 +129,21 @@ func (r *Result) BindingOf() string {
 		return "address"
 	}
 	return r.Binding
+}
+
+// GateOf is r's foreground gate setting, on for results from before the field.
+func (r *Result) GateOf() string {
+	if r.ForegroundGate == "" {
+		return "on"
+	}
+	return r.ForegroundGate
+}
+
+func gateOf(off bool) string {
+	if off {
+		return "off"
+	}
+	return "on"
 }
 
 // Summary is the median and spread of a series.

@@ -68,6 +68,9 @@ type Options struct {
 	Churn ChurnOptions
 	// SlowTrace asks for execution traces of the churn's slow changes (zero: none).
 	SlowTrace SlowTrace
+	// NoForegroundGate runs the proxy without a foreground gate (a nil one: background
+	// listings never park), to measure what the gate does for the churn.
+	NoForegroundGate bool
 }
 
 // DummyInterface is the dummy link's name, as in production.
@@ -116,7 +119,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		N: o.N, Expected: Expect(o.N), Changes: map[string][]Sample{}, CPUs: runtime.NumCPU(),
 		GoVersion: runtime.Version(), Kernel: kernelRelease(), MemTotalMiB: memTotalMiB(), GoMemLimitBytes: goMemLimit(),
 		MinSyncPeriodSec: o.MinSyncPeriod.Seconds(), Binding: string(o.Binding), RepairStep: o.RepairStep,
-		RateEstimation: rateEstimationOf(o.RateEstimation),
+		RateEstimation: rateEstimationOf(o.RateEstimation), ForegroundGate: gateOf(o.NoForegroundGate),
 	}}
 	r.log = func(format string, args ...any) {
 		if o.Progress != nil {
@@ -235,7 +238,9 @@ func (r *runner) wire(ctx context.Context, syncPeriod time.Duration) error {
 	log := slog.New(cycleLines{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})})
 	// One foreground gate, as cmd/kube-ipvs makes: raised by the controller, parked at by
 	// the dataplane's background listings.
-	cfg.Gate = foreground.NewGate()
+	if !r.o.NoForegroundGate {
+		cfg.Gate = foreground.NewGate()
+	}
 	dp, err := ipvsmode.New(ipvsmode.Config{Firewall: firewall.Config{ClusterCIDRs: []netip.Prefix{ClusterCIDR}},
 		NodePortMin: NodePortBase, NodePortMax: NodePortMax, VIPBinding: r.o.Binding, Gate: cfg.Gate}, DummyInterface, drainTimeout, "", conntrack.Cleaner{}, log)
 	if err != nil {

@@ -8,9 +8,11 @@
 # informers, controller.New and the real reconcilers, as cmd/kube-ipvs wires them.
 #
 # Environment:
-#   BENCH_PLAN         "N:REPS:FULLREPS[:BINDING] ..." (default "1000:9:1 5000:5:1 10000:7:1
-#                      50000:5:1"): per N, the repetitions of each single change and of the
-#                      full repair; BINDING (address or route) runs that N in one binding only
+#   BENCH_PLAN         "N:REPS:FULLREPS[:BINDING[:GATE]] ..." (default "1000:9:1 5000:5:1
+#                      10000:7:1 50000:5:1"): per N, the repetitions of each single change and
+#                      of the full repair; BINDING (address or route; empty: each of
+#                      BENCH_BINDINGS) runs that N in one binding only; GATE off runs it
+#                      without the foreground gate (-foreground-gate=false)
 #   BENCH_BINDINGS     the --vip-binding values each N runs with (default "route address"),
 #                      each in a fresh namespace; after the single changes every run restarts
 #                      its controller and churns endpoints through two repair cycles
@@ -63,7 +65,9 @@ set -u
 echo "=== bench: kernel \$(uname -r), \$(nproc) CPUs, \$(awk '/MemTotal/ {print int(\$2/1024)}' /proc/meminfo) MiB, plan $plan"
 status=0
 for spec in $plan; do
-  IFS=: read -r n reps full only <<<"\$spec"
+  IFS=: read -r n reps full only gate <<<"\$spec"
+  gateflag=""
+  [[ \${gate:-on} == off ]] && gateflag=-foreground-gate=false
   for binding in \${only:-$bindings}; do
   ns=kipvs-bench-\$n-\$binding
   ip netns add "\$ns" || exit 1
@@ -72,8 +76,8 @@ for spec in $plan; do
   ip -n "\$ns" addr add 192.168.50.10/24 dev eth0
   ip -n "\$ns" link set eth0 up
   start=\$EPOCHREALTIME
-  ip netns exec "\$ns" env ${memlimit:+GOMEMLIMIT=$memlimit} ${BENCH_GODEBUG:+GODEBUG=$BENCH_GODEBUG} ./kipvs-bench run -n "\$n" -reps "\$reps" -full-reps "\$full" -binding "\$binding" ${BENCH_ARGS:-} || status=1
-  echo "=== bench: n=\$n binding=\$binding took \$(awk -v a="\$start" -v b="\$EPOCHREALTIME" 'BEGIN { printf "%.0fs", b - a }')"
+  ip netns exec "\$ns" env ${memlimit:+GOMEMLIMIT=$memlimit} ${BENCH_GODEBUG:+GODEBUG=$BENCH_GODEBUG} ./kipvs-bench run -n "\$n" -reps "\$reps" -full-reps "\$full" -binding "\$binding" \$gateflag ${BENCH_ARGS:-} || status=1
+  echo "=== bench: n=\$n binding=\$binding gate=\${gate:-on} took \$(awk -v a="\$start" -v b="\$EPOCHREALTIME" 'BEGIN { printf "%.0fs", b - a }')"
   # Empty the namespace before it goes, so the next N starts with the memory back.
   ip netns exec "\$ns" ipvsadm -C
   ip netns del "\$ns"

@@ -65,6 +65,7 @@ func run(args []string) int {
 	churnMax := fs.Duration("churn-max", 30*time.Minute, "longest churn, whatever the cycles")
 	slowTrace := fs.Duration("slowtrace", 0, "print execution traces of churn changes slower than this (base64, after "+bench.TracePrefix+"; 0: none)")
 	churnAllocs := fs.Bool("churnallocs", false, "print heap profiles taken as the churn begins and ends (base64, after "+bench.HeapProfilePrefix+"; their alloc_space difference is the churn's)")
+	gate := fs.Bool("foreground-gate", true, "run the proxy with its foreground gate (false: background listings never park)")
 	heap := fs.Bool("heapprofile", false, "print a heap profile taken after the cold start (base64, after "+bench.HeapProfilePrefix+")")
 	_ = fs.Parse(args)
 	if *profile {
@@ -89,7 +90,7 @@ func run(args []string) int {
 		return 2
 	}
 	opts := bench.Options{RateEstimation: re, N: *n, Reps: *reps, FullReps: *fullReps, MinSyncPeriod: *minSync, Progress: os.Stderr, Timeout: *timeout,
-		Binding: b, RepairStep: *repairStep, Churn: bench.ChurnOptions{Rate: *churnRate, Cycles: *churnCycles, Max: *churnMax}}
+		Binding: b, RepairStep: *repairStep, NoForegroundGate: !*gate, Churn: bench.ChurnOptions{Rate: *churnRate, Cycles: *churnCycles, Max: *churnMax}}
 	if *slowTrace > 0 {
 		opts.SlowTrace = bench.SlowTrace{Threshold: *slowTrace, Max: 3, Out: func(at float64, took time.Duration, tr []byte) {
 			fmt.Printf("%s%.3f %.1f %s\n", bench.TracePrefix, at, float64(took)/float64(time.Millisecond), base64.StdEncoding.EncodeToString(tr))
