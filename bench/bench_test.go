@@ -129,7 +129,7 @@ func withChurn(r *Result, p99 float64) *Result {
 func TestReportFromConsoleLog(t *testing.T) {
 	dir := t.TempDir()
 	var log bytes.Buffer
-	log.WriteString("=== bench: kernel 6.1.0-test\nnoise\n")
+	log.WriteString("=== bench: kernel 6.1.0-test\nnoise\n" + CommitPrefix + "abc1234\n")
 	for _, r := range []*Result{fakeResult(10000, 9), fakeResult(1000, 1), fakeResult(50000, 50),
 		withChurn(fakeResult(1000, 1), 0.05), withChurn(fakeResult(50000, 50), 0.5)} {
 		b, _ := json.Marshal(r)
@@ -143,8 +143,12 @@ func TestReportFromConsoleLog(t *testing.T) {
 	if err := Report(in, md, img, js); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := ReadResults(js)
-	if err != nil || len(rs) != 5 || rs[0].N != 1000 || rs[0].BindingOf() != "address" || rs[1].Binding != "route" || rs[4].N != 50000 {
+	raw, err := ReadRaw(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := raw.KubeIPVS
+	if raw.Commit != "abc1234" || len(rs) != 5 || rs[0].N != 1000 || rs[0].BindingOf() != "address" || rs[1].Binding != "route" || rs[4].N != 50000 {
 		t.Fatalf("the JSON reads back as %d results (%v)", len(rs), err)
 	}
 	f, err := os.Open(img)
@@ -158,7 +162,7 @@ func TestReportFromConsoleLog(t *testing.T) {
 	doc, _ := os.ReadFile(md)
 	for _, want := range []string{"## Machine", "## Cold start and restart", "## One change", "## Churn", "## Memory", "## Targets",
 		"| 50,000 | route | 100 | 100.0 s | 2: 10.0 s, 20 ms; 10.0 s, 20 ms |", "during cycles",
-		"## Compared with kube-proxy", "## Reproduce", "docs/bench.png", "| 50,000 |", "9.0x"} {
+		"## Compared with kube-proxy", "## Reproduce", "at commit abc1234", "docs/bench.png", "| 50,000 |", "9.0x"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("the report lacks %q", want)
 		}

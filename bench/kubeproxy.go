@@ -1,14 +1,9 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"sort"
 	"strings"
 )
 
@@ -49,44 +44,6 @@ type KubeProxyResult struct {
 // Latencies returns the latencies of a kind, in seconds.
 func (k *KubeProxyResult) Latencies(kind string) []float64 {
 	return sinceField(k.Changes[kind], func(s Sample) float64 { return s.Seconds })
-}
-
-// ParseKubeProxy reads the kube-proxy result lines (KubeProxyPrefix + JSON) anywhere in r,
-// such as the guest's console log, sorted by N. None is not an error: the run may have
-// been without kube-proxy.
-func ParseKubeProxy(r io.Reader) ([]*KubeProxyResult, error) {
-	var out []*KubeProxyResult
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		_, js, ok := strings.Cut(strings.TrimRight(sc.Text(), "\r"), KubeProxyPrefix)
-		if !ok {
-			continue
-		}
-		var k KubeProxyResult
-		if err := json.Unmarshal([]byte(js), &k); err != nil {
-			return nil, fmt.Errorf("a kube-proxy result line: %w", err)
-		}
-		out = append(out, &k)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].N < out[j].N })
-	return out, nil
-}
-
-// ReadKubeProxy reads the kube-proxy result lines of a file; a JSON array (the report's
-// results file, which holds kube-ipvs' alone) has none.
-func ReadKubeProxy(path string) ([]*KubeProxyResult, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
-		return nil, nil
-	}
-	return ParseKubeProxy(bytes.NewReader(b))
 }
 
 func (k *KubeProxyResult) find(rs []*Result) *Result { return result(rs, k.N) }

@@ -23,11 +23,22 @@ kubeproxy-bench n=5000: cold start: 300.00s
 KIPVS-BENCH-KUBEPROXY {"n":20000,"cold_start":{"seconds":900}}
 `
 
-func TestParseKubeProxy(t *testing.T) {
-	kp, err := ParseKubeProxy(strings.NewReader(kubeProxyFixture))
+// kube-proxy's lines are read from the same console log as kube-ipvs' results, in N order.
+func TestReadRawReadsKubeProxy(t *testing.T) {
+	dir := t.TempDir()
+	ipvs, _ := json.Marshal(fakeResult(1000, 1))
+	read := func(log string) (*Raw, error) {
+		in := filepath.Join(dir, "console.log")
+		if err := os.WriteFile(in, []byte(log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return ReadRaw(in)
+	}
+	raw, err := read(ResultPrefix + string(ipvs) + "\n" + kubeProxyFixture)
 	if err != nil {
 		t.Fatal(err)
 	}
+	kp := raw.KubeProxy
 	if len(kp) != 3 || kp[0].N != 1000 || kp[1].N != 5000 || kp[2].N != 20000 {
 		t.Fatalf("parsed %d results, want 1000, 5000, 20000 in order: %+v", len(kp), kp)
 	}
@@ -36,11 +47,14 @@ func TestParseKubeProxy(t *testing.T) {
 		Summarize(k.Latencies(KindEndpointAdd)).Median != 13.2 || k.PeakRSSBytes != 500<<20 {
 		t.Errorf("5000: %+v", k)
 	}
-	if kp, err := ParseKubeProxy(strings.NewReader("KIPVS-BENCH-RESULT {}\nnothing\n")); err != nil || len(kp) != 0 {
-		t.Errorf("a log without kube-proxy: %v, %v", kp, err)
+	if raw, err := read(ResultPrefix + string(ipvs) + "\nnothing\n"); err != nil || len(raw.KubeProxy) != 0 || len(raw.KubeIPVS) != 1 {
+		t.Errorf("a log without kube-proxy: %+v, %v", raw, err)
 	}
-	if _, err := ParseKubeProxy(strings.NewReader(KubeProxyPrefix + "{broken\n")); err == nil {
+	if _, err := read(ResultPrefix + string(ipvs) + "\n" + KubeProxyPrefix + "{broken\n"); err == nil {
 		t.Error("a broken line parsed")
+	}
+	if _, err := read(kubeProxyFixture); err == nil {
+		t.Error("a log without kube-ipvs results read")
 	}
 }
 

@@ -16,55 +16,82 @@ import (
 	"time"
 )
 
-// ReadResults reads results from a file: result lines (ResultPrefix + JSON) anywhere in it,
-// such as the guest's console log, or a JSON array as Report writes it.
-func ReadResults(path string) ([]*Result, error) {
+// Raw is the report's one results file: what a make bench run measured, kube-ipvs' and
+// kube-proxy's, and the commit the bench was built from.
+type Raw struct {
+	Commit    string             `json:"commit,omitempty"`
+	KubeIPVS  []*Result          `json:"kube_ipvs"`
+	KubeProxy []*KubeProxyResult `json:"kube_proxy,omitempty"`
+}
+
+// CommitPrefix starts the console log's line that names the commit the bench was built from
+// (hack/bench.sh writes it before the guest boots).
+const CommitPrefix = "=== bench: commit "
+
+// ReadRaw reads a run's results: from a console log (result lines anywhere in it), or from
+// the results file Report writes.
+func ReadRaw(path string) (*Raw, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var out []*Result
-	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
-		if err := json.Unmarshal(t, &out); err != nil {
+	raw := &Raw{}
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
+		if err := json.Unmarshal(t, raw); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return out, nil
+	} else if raw, err = parseConsole(b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if len(raw.KubeIPVS) == 0 {
+		return nil, fmt.Errorf("%s: no results", path)
+	}
+	sort.SliceStable(raw.KubeIPVS, func(i, j int) bool {
+		a, b := raw.KubeIPVS[i], raw.KubeIPVS[j]
+		if a.N != b.N {
+			return a.N < b.N
+		}
+		return a.BindingOf() < b.BindingOf()
+	})
+	sort.SliceStable(raw.KubeProxy, func(i, j int) bool { return raw.KubeProxy[i].N < raw.KubeProxy[j].N })
+	return raw, nil
+}
+
+// parseConsole reads the result lines and the commit line of a guest's console log.
+func parseConsole(b []byte) (*Raw, error) {
+	raw := &Raw{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
-		_, js, ok := strings.Cut(line, ResultPrefix)
-		if !ok {
-			continue
+		if c, ok := strings.CutPrefix(line, CommitPrefix); ok {
+			raw.Commit = strings.TrimSpace(c)
 		}
-		var r Result
-		if err := json.Unmarshal([]byte(js), &r); err != nil {
-			return nil, fmt.Errorf("%s: a result line: %w", path, err)
+		if _, js, ok := strings.Cut(line, ResultPrefix); ok {
+			var r Result
+			if err := json.Unmarshal([]byte(js), &r); err != nil {
+				return nil, fmt.Errorf("a result line: %w", err)
+			}
+			raw.KubeIPVS = append(raw.KubeIPVS, &r)
 		}
-		out = append(out, &r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no results", path)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].N != out[j].N {
-			return out[i].N < out[j].N
+		if _, js, ok := strings.Cut(line, KubeProxyPrefix); ok {
+			var k KubeProxyResult
+			if err := json.Unmarshal([]byte(js), &k); err != nil {
+				return nil, fmt.Errorf("a kube-proxy result line: %w", err)
+			}
+			raw.KubeProxy = append(raw.KubeProxy, &k)
 		}
-		return out[i].BindingOf() < out[j].BindingOf()
-	})
-	return out, nil
+	}
+	return raw, sc.Err()
 }
 
 // Report reads results and writes the markdown report, the chart and the results as JSON.
 func Report(in, md, pngPath, js string) error {
-	rs, err := ReadResults(in)
+	raw, err := ReadRaw(in)
 	if err != nil {
 		return err
 	}
+	rs := raw.KubeIPVS
 	for _, p := range []string{md, pngPath, js} {
 		if dir := filepath.Dir(p); dir != "." {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -72,7 +99,7 @@ func Report(in, md, pngPath, js string) error {
 			}
 		}
 	}
-	b, err := json.MarshalIndent(rs, "", "  ")
+	b, err := json.MarshalIndent(raw, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -80,19 +107,16 @@ func Report(in, md, pngPath, js string) error {
 		return err
 	}
 	var img bytes.Buffer
-	if err := WriteChart(&img, rs); err != nil {
+	main, _ := splitGate(rs)
+	if err := WriteChart(&img, main); err != nil {
 		return err
 	}
 	if err := os.WriteFile(pngPath, img.Bytes(), 0o644); err != nil {
 		return err
 	}
-	kp, err := ReadKubeProxy(in)
-	if err != nil {
-		return err
-	}
 	var doc bytes.Buffer
 	if err := WriteMarkdown(&doc, rs, Env{Date: time.Now().UTC(), HostCPU: hostCPU(), HostCores: runtime.NumCPU(),
-		Chart: relTo(md, pngPath), Data: relTo(md, js), KubeProxy: kp}); err != nil {
+		Chart: relTo(md, pngPath), Data: relTo(md, js), KubeProxy: raw.KubeProxy, Commit: raw.Commit}); err != nil {
 		return err
 	}
 	return os.WriteFile(md, doc.Bytes(), 0o644)
@@ -115,6 +139,8 @@ type Env struct {
 	// KubeProxy is kube-proxy's IPVS proxier measured in the same run (none: the
 	// comparison quotes kube-proxy's issues instead).
 	KubeProxy []*KubeProxyResult
+	// Commit is the commit the bench was built from ("": not recorded).
+	Commit string
 }
 
 func hostCPU() string {
@@ -224,23 +250,33 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 		return errors.New("no results")
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	rs, otherGate := splitGate(rs)
 	first, last := rs[0], rs[len(rs)-1]
 	primary := primaryResults(rs)
 
 	p("# Benchmarks\n\n")
-	p("Scale of kube-ipvs from %s to %s Services (x %d endpoints), on a real kernel. Measured %s\n",
-		commas(first.N), commas(last.N), EndpointsPerService, env.Date.Format("2006-01-02"))
-	p("with `make bench`; the raw results are in [%s](%s).\n\n", env.Data, env.Data)
+	at := "the working tree of the report"
+	if env.Commit != "" {
+		at = "commit " + env.Commit
+	}
+	p("Scale of kube-ipvs from %s to %s Services (x %d endpoints), on a real kernel: one `make bench`\n",
+		commas(first.N), commas(last.N), EndpointsPerService)
+	p("run of kube-ipvs at %s, in one guest boot, rendered %s. Every table below\n", at, env.Date.Format("2006-01-02"))
+	p("is generated from that run's results, which are in [%s](%s).\n\n", env.Data, env.Data)
 	p("![per-change latency and cold start against the number of Services](%s)\n\n", env.Chart)
 
 	p("## Machine\n\n")
-	p("- Guest: QEMU **software emulation (TCG)**, %d vCPUs, %s MiB, Debian kernel `%s`. Emulation is\n",
+	p("- Guest: QEMU **software emulation (TCG)**, %d vCPUs, %s MiB, Debian kernel `%s`.\n",
 		last.CPUs, commas(last.MemTotalMiB), last.Kernel)
-	p("  roughly ten times slower than native, and system calls far more: compare ratios, not\n")
-	p("  absolute times.\n")
-	p("- Host: %s, %d cores, which emulate the guest's vCPUs; emulated times are noisy, so\n", env.HostCPU, env.HostCores)
-	p("  medians and spreads are given.\n")
-	p("- %s; kube-ipvs at the working tree of the report.\n\n", last.GoVersion)
+	p("- Host: %s, %d cores, which emulate the guest's vCPUs.\n", env.HostCPU, env.HostCores)
+	p("- %s; kube-ipvs at %s.\n\n", last.GoVersion, at)
+	p("**Every time in this file is under emulation.** TCG translates the guest's instructions\n")
+	p("and looks every memory access up in a software TLB, so a real node is roughly ten times\n")
+	p("faster on the proxy's own code and more than that in the kernel, whose netlink, address-list\n")
+	p("and IPVS-table walks are memory-bound (a netlink request costs about 160 µs here). Emulated\n")
+	p("times are also noisy. Compare ratios (between N, between the proxies, against the idle\n")
+	p("median), not absolute times; medians and spreads are given, and both proxies ran in the\n")
+	p("same boot.\n\n")
 
 	p("## What runs\n\n")
 	p("For each N and each `--vip-binding` (address, the default, and route), `kipvs-bench run`\n")
@@ -296,6 +332,7 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("\n")
 
 	writeChurn(w, rs)
+	writeGate(w, rs, otherGate)
 	writeMemory(w, rs)
 	writeTargets(w, rs)
 	if len(env.KubeProxy) > 0 {
@@ -303,7 +340,8 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	} else {
 		writeComparison(w, primary)
 	}
-	writeFindings(w, rs)
+	writeDesign(w, rs)
+	writeLimits(w, rs)
 
 	p("## Reproduce\n\n")
 	p("```sh\n")
@@ -358,135 +396,19 @@ func writeComparison(w io.Writer, rs []*Result) {
 		commas(last.Found.SetEntries["KIPVS-LOOP-BACK"]), commas(last.Found.LoopBackMaxElem), 500)
 }
 
-func writeFindings(w io.Writer, all []*Result) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	rs := primaryResults(all)
-	last := rs[len(rs)-1]
-	p("## What broke at scale, and what was done\n\n")
-	p("- **O(N) work in every sync.** Each incremental sync copied every virtual server and\n")
-	p("  address (`allVSes`, `allBinds`, for retries that are almost always empty), counted real\n")
-	p("  servers over a copy of every virtual server for a metric, and walked every Service for\n")
-	p("  the health-check servers. Now the desired state keeps a real-server count and an index of\n")
-	p("  health-checked Services, and retries are looked up per key: an endpoint change allocates\n")
-	p("  the same with 5,000 Services as with 100 (`TestIncrementalSyncCostDoesNotGrowWithServices`).\n")
-	p("- **One netlink round trip per IPVS write.** moby/ipvs sends each request with its own\n")
-	p("  acknowledgement, socket-name lookup, deadline and 64 KiB receive buffer; under emulation\n")
-	p("  that was about 1 ms per write, most of a cold start. IPVS writes now go through the\n")
-	p("  project's own generic netlink encoding and are batched within one Apply: up to 400\n")
-	p("  messages per send, only failures and the last message answered (about 40 µs per write in\n")
-	p("  the guest, `TestGuestLargeBatchAndLargeDumps`). Per-write errors still reach their virtual\n")
-	p("  server, and a missing scheduler is still recognised.\n")
-	p("- **ENOBUFS.** With batching, more failures than the socket's receive buffer holds make the\n")
-	p("  kernel drop answers. The receive buffer is raised to 4 MiB, answers are small\n")
-	p("  (`NETLINK_CAP_ACK`), and when the kernel reports ENOBUFS the writes whose answers are\n")
-	p("  missing are reported as of unknown outcome and their virtual servers re-read, so the cache\n")
-	p("  stays true (`TestGuestReceiveBufferOverrun`, `TestBatchedUnknownOutcomesAreReRead`).\n")
-	p("- **Memory.** At 10,000 Services the proxy's live heap was 210 MiB before these changes. Set\n")
-	p("  entries are now kept packed (38 bytes, no pointers; the firewall Tracker and the ipset\n")
-	p("  cache held them as nested maps of 88-byte keys), ipset listings stream into the cache,\n")
-	p("  a full resync reads the Tracker instead of copying it, the IPVS cache shares the\n")
-	p("  controller's virtual servers when the kernel holds them exactly (copy on write), batch\n")
-	p("  bookkeeping keeps failures only, and informers drop `managedFields`. A heap profile\n")
-	p("  after a cold start at 50,000 Services (`BENCH_ARGS=-heapprofile`) then showed every\n")
-	p("  virtual server with its own copy of its port's real servers, made while building, and\n")
-	p("  the IPVS cache building a copy of every new virtual server during the cold start's apply,\n")
-	p("  shared only at its end. The virtual servers of a port with the same family and traffic\n")
-	p("  policy now share one read-only map, and a new\n")
-	p("  virtual server is cached as the controller's object at once (a failed write still makes\n")
-	p("  it re-read from the kernel): peak RSS at 50,000 went from 1,028 MiB to under 1 GiB.\n")
-	p("- **Addresses held IPVS up.** The full sync bound `kube-ipvs0`'s addresses, which the\n")
-	p("  kernel makes slow (below), and only then repaired IPVS. The two are independent kernel\n")
-	p("  tables and are now repaired at the same time; the virtual servers the repair may delete\n")
-	p("  are those on addresses the proxy binds or that were on `kube-ipvs0` when it began\n")
-	p("  (`TestFullSyncRepairsAddressesAndIPVSAtOnce`,\n")
-	p("  `TestFullSyncRemovesWhatServicesDeletedWhileDownLeft`).\n")
-	p("- **Not a fix: `/proc/net/ip_vs`.** It lists every real server in one text, which looked\n")
-	p("  like a way around IPVS's one netlink round trip per virtual server in a full repair. But\n")
-	p("  seq_file hands it out at most a page per read and walks the service table from its start\n")
-	p("  on every read: reading 70,000 virtual servers back took 245 s that way against 59 s over\n")
-	p("  netlink, so the repair stays on netlink.\n")
-	p("- **Reading back handed the CPU around.** Each read request waited in the runtime's\n")
-	p("  system-call wrapper, and a dump request runs for 0.2-0.7 ms in the kernel under\n")
-	p("  emulation, so the scheduler handed the goroutine's P to another thread on most of them:\n")
-	p("  14,000 virtual servers read through two sockets took 6.4 s, and as long again in thread\n")
-	p("  hand-offs as in reading. Read requests and receives (non-blocking) now go through raw\n")
-	p("  system calls, and a listing reads through two sockets per CPU (up to 4): 2.7 s (a probe\n")
-	p("  of 2026-12-02, not kept). Per virtual server the kernel still costs more as the table\n")
-	p("  grows (its service lookup walks a hash chain of 256 buckets): 70,000 read in about 52 s.\n")
-	p("- **A restart read back what its predecessor had just written.** A clean stop now leaves\n")
-	p("  a handover (`--handover-file`), and the next start's first sync reads back only the\n")
-	p("  virtual servers the handover does not hold as listed (see Cold start and restart, and\n")
-	p("  the README for what it trusts). After a crash there is none, and it reads everything.\n")
-	p("- **Address writes opened a socket each.** `kube-ipvs0` addresses were written with\n")
-	p("  vishvananda/netlink's package functions, which open and close a socket per request; the\n")
-	p("  reconciler now keeps one handle.\n")
-	p("- **Initial events after the first sync.** The informers' `HasSynced` does not wait for\n")
-	p("  the handlers, so marks for the initial objects could arrive after the first full sync and\n")
-	p("  make a second one recompute up to every Service; the handlers' own `HasSynced` is now\n")
-	p("  awaited too.\n")
-	p("- **ipset sizes** were already right (sized to content, rebuilt by swap to grow): the\n")
-	p("  hairpin set holds %s entries at %s Services, far past kube-proxy's 65,536.\n\n",
-		commas(last.Found.SetEntries["KIPVS-LOOP-BACK"]), commas(last.N))
-
-	p("## Limits that remain\n\n")
-	p("- **Binding a VIP is O(addresses) in the kernel.** The kernel walks the device's address\n")
-	p("  list on every IPv4 add and delete (`__inet_insert_ifa`, and `find_matching_ifa` before\n")
-	p("  it), so binding N ClusterIPs to one device is O(N²); under emulation every node walked\n")
-	p("  is a soft-TLB lookup, and the cost per address climbs from 0.45 ms (first 5,000) to\n")
-	p("  4.3 ms (15,000 to 20,000). It is not the system calls: 20,000 addresses took 39.3 s\n")
-	p("  one request each and 37.4 s sent 400 per request (a probe of 2026-11-30, not kept). It\n")
-	p("  adds about a millisecond per Service add or delete at 50,000, and kube-proxy binds the\n")
-	p("  same addresses the same way.%s\n", addressText(ofBinding(all, "address")))
-	if rt := ofBinding(all, "route"); len(rt) > 1 {
-		lo, hi := rt[0], rt[len(rt)-1]
-		p("  `--vip-binding=route` makes each VIP local with a local route instead, which the kernel\n")
-		p("  adds in constant time: there the cold start took %s at %s and %s at %s (%.1fx for %.0fx\n",
-			ms(lo.ColdStart.Seconds), label(lo.N), ms(hi.ColdStart.Seconds), label(hi.N), hi.ColdStart.Seconds/lo.ColdStart.Seconds, float64(hi.N)/float64(lo.N))
-		p("  the Services), binding the VIPs %s of it.\n", ms(hi.ColdStart.PhaseSeconds["addresses"]))
-	}
-	p("- **A repair cycle reads everything back.** The periodic repair took %s at %s Services\n",
-		ms(Summarize(last.Latencies(KindFullResync)).Median), commas(last.N))
-	p("  here when asked for on an idle proxy, under emulation%s; most of it is reading back\n", phaseText(last))
-	p("  every virtual server's real servers, one request each (the kernel has no bulk listing).\n")
-	p("  It runs in steps between changes, the ipsets and iptables rules checked in the\n")
-	p("  background, so changes do not wait for it (see Churn); it writes nothing when the kernel\n")
-	p("  is right. When its busy time exceeds a fifth of `--sync-period`, cycles are spaced to\n")
-	p("  five times that, so that it takes a fifth of the loop at most. kube-proxy's IPVS mode\n")
-	p("  runs such a full sync on every change.\n")
-	if last.GoMemLimitBytes > 0 {
-		p("- **Memory against cold start.** Under the soft memory limit the garbage collector works\n")
-		p("  harder when the heap nears it, which slows the cold start, when the most is built at\n")
-		p("  once. What remains of the live heap is mostly the informer caches and, in this bench,\n")
-		p("  the stand-in API server's store (see Memory).\n")
-	}
-	p("- **The guest kernel (6.1) hashes IPVS services into 256 buckets** (compile-time), shared\n")
-	p("  by all network namespaces; at %s virtual servers every lookup walks a chain of about %d.\n\n",
-		commas(last.Found.VirtualServers), last.Found.VirtualServers/256)
-}
-
-// addressText says how much of the largest N's cold start binding the addresses took, and
-// what the rest of the first sync took, or "" without phases.
+// addressText says how much of the largest N's cold start binding the addresses took, or ""
+// without phases.
 func addressText(rs []*Result) string {
-	first, last := rs[0], rs[len(rs)-1]
-	ph := last.ColdStart.PhaseSeconds
-	if len(ph) == 0 || first.ColdStart.Seconds == 0 {
+	if len(rs) == 0 {
 		return ""
 	}
-	rest := ph["build"] + ph["firewall"] + ph["ipvs"]
-	if last.ColdStart.Seconds/first.ColdStart.Seconds <= 60 || ph["addresses"] <= rest {
-		return fmt.Sprintf(" At %s, binding the addresses took %s of the %s cold start.", label(last.N), ms(ph["addresses"]), ms(last.ColdStart.Seconds))
+	last := rs[len(rs)-1]
+	ph := last.ColdStart.PhaseSeconds
+	if len(ph) == 0 {
+		return ""
 	}
-	return fmt.Sprintf(" **It is what misses the cold-start target:** at %s, binding the\n"+
-		"  addresses took %s of the %s cold start (%.0fx the whole %s cold start on its own), while\n"+
-		"  recomputing every Service, the ipsets and iptables and all of IPVS took %s together (%.0fx).\n"+
-		"  Meeting the target at this size would need the VIPs made local some other way. Local\n"+
-		"  routes through the dummy link would do: `hack/probes/vip-binding.sh` (2026-11-30) made 20,000 VIPs\n"+
-		"  local in 2.0 s that way against 40.1 s as addresses, and IPVS served such a VIP from a\n"+
-		"  pod namespace and from the node. But addresses on `kube-ipvs0` are how kube-proxy's IPVS\n"+
-		"  mode and this project's design bind VIPs, and what users of `ip addr show kube-ipvs0`\n"+
-		"  rely on, so that change is left to a decision.",
-		label(last.N), ms(ph["addresses"]), ms(last.ColdStart.Seconds), ph["addresses"]/first.ColdStart.Seconds, label(first.N),
-		ms(rest), rest/first.ColdStart.Seconds)
+	return fmt.Sprintf(" At %s, binding the addresses took %s of the %s cold start (they are bound while\n"+
+		"  IPVS is written).", label(last.N), ms(ph["addresses"]), ms(last.ColdStart.Seconds))
 }
 
 // phaseText is ", of which build x, firewall y, ..." for the last full resync sample of r

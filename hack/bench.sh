@@ -101,9 +101,11 @@ done
 exit \$status
 GUEST
   log "bench: plan $plan; kube-proxy ${kplan:-none}; guest ${GUEST_MEM:-6144} MiB; console in $log"
+  # The report names the commit the bench was built from (dirty: with changes not committed).
+  echo "=== bench: commit $(git describe --always --dirty --abbrev=7)" >"$log"
   set +e
   GUEST_MEM=${GUEST_MEM:-6144} GUEST_TIMEOUT=${GUEST_TIMEOUT:-10800} \
-    "$REPO_ROOT/hack/guest/run.sh" "$stage/bench-guest.sh" 2>&1 | tee "$log"
+    "$REPO_ROOT/hack/guest/run.sh" "$stage/bench-guest.sh" 2>&1 | tee -a "$log"
   rc=${PIPESTATUS[0]}
   set -e
   if ((rc != 0)); then
