@@ -177,3 +177,28 @@ func TestReportFromConsoleLog(t *testing.T) {
 		}
 	}
 }
+
+// Runs with the other foreground-gate setting stay out of the main tables and are compared
+// with their twin in a section of their own.
+func TestReportComparesTheGate(t *testing.T) {
+	off := func(r *Result) *Result { r.ForegroundGate = "off"; return r }
+	all := []*Result{off(withChurn(fakeResult(1000, 1), 0.05)), off(withChurn(fakeResult(50000, 50), 0.1)), withChurn(fakeResult(50000, 50), 0.2)}
+	main, other := splitGate(all)
+	if len(main) != 2 || len(other) != 1 || other[0].GateOf() != "on" {
+		t.Fatalf("split: %d main, %d other", len(main), len(other))
+	}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, all, Env{}); err != nil {
+		t.Fatal(err)
+	}
+	doc := b.String()
+	for _, want := range []string{"## The foreground gate", "| 50,000 | route | on | 100 |", "| 50,000 | route | off | 100 |",
+		"- 50k (route): p99 200 ms with the gate, 100 ms without (without / with: 0.50)."} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if strings.Count(doc, "| 50,000 | route | 100 | 100.0 s |") != 1 {
+		t.Errorf("the churn table does not hold the 50k route run once:\n%s", doc)
+	}
+}
