@@ -8,11 +8,13 @@
 # informers, controller.New and the real reconcilers, as cmd/kube-ipvs wires them.
 #
 # Environment:
-#   BENCH_PLAN         "N:REPS:FULLREPS[:BINDING[:GATE]] ..." (default "1000:9:1 5000:5:1
-#                      10000:7:1 50000:5:1"): per N, the repetitions of each single change and
-#                      of the full repair; BINDING (address or route; empty: each of
-#                      BENCH_BINDINGS) runs that N in one binding only; GATE off runs it
-#                      without the foreground gate (-foreground-gate=false)
+#   BENCH_PLAN         "N:REPS:FULLREPS[:BINDING[:GATE]] ..." (default "1000:9:1
+#                      5000:5:1:address 10000:7:0:address:off 10000:7:1 50000:5:0:route:off
+#                      50000:5:1"): per N, the repetitions of each single change and of the
+#                      full repair; BINDING (address or route; empty: each of BENCH_BINDINGS)
+#                      runs that N in one binding only; GATE off runs it without the
+#                      foreground gate (-foreground-gate=false), which BENCHMARKS.md compares
+#                      with the same N and binding run with it
 #   BENCH_BINDINGS     the --vip-binding values each N runs with (default "route address"),
 #                      each in a fresh namespace; after the single changes every run restarts
 #                      its controller and churns endpoints through two repair cycles
@@ -23,7 +25,9 @@
 #   BENCH_OUT          where the console log and results go (default .cache/bench)
 #   BENCH_REPORT_ONLY  1: skip the guest, render the report from BENCH_OUT/console.log
 #   BENCH_NO_REPORT    1: run the guest only
-#   BENCH_ARGS         more flags for `kipvs-bench run` (e.g. -cpuprofile)
+#   BENCH_ARGS         more flags for `kipvs-bench run` (default "-rate-estimation off": at
+#                      tens of thousands of Services on the guest's 6.1 kernel, what the
+#                      README advises; e.g. -cpuprofile)
 #   BENCH_GODEBUG      GODEBUG for the bench process (e.g. gctrace=1: one line per GC cycle)
 #   BENCH_GOMEMLIMIT   the Go runtime's soft memory limit for the bench process (default
 #                      650MiB, what deploy/daemonset.yaml gives kube-ipvs; "off" for none)
@@ -36,7 +40,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/guest/common.sh"
 cd "$REPO_ROOT"
 
-plan=${BENCH_PLAN:-"1000:9:1 5000:5:1 10000:7:1 50000:5:1"}
+plan=${BENCH_PLAN:-"1000:9:1 5000:5:1:address 10000:7:0:address:off 10000:7:1 50000:5:0:route:off 50000:5:1"}
+args=${BENCH_ARGS-"-rate-estimation off"}
 bindings=${BENCH_BINDINGS:-"route address"}
 kplan=${BENCH_KUBEPROXY_PLAN-"1000 5000"}
 memlimit=${BENCH_GOMEMLIMIT:-650MiB}
@@ -76,7 +81,7 @@ for spec in $plan; do
   ip -n "\$ns" addr add 192.168.50.10/24 dev eth0
   ip -n "\$ns" link set eth0 up
   start=\$EPOCHREALTIME
-  ip netns exec "\$ns" env ${memlimit:+GOMEMLIMIT=$memlimit} ${BENCH_GODEBUG:+GODEBUG=$BENCH_GODEBUG} ./kipvs-bench run -n "\$n" -reps "\$reps" -full-reps "\$full" -binding "\$binding" \$gateflag ${BENCH_ARGS:-} || status=1
+  ip netns exec "\$ns" env ${memlimit:+GOMEMLIMIT=$memlimit} ${BENCH_GODEBUG:+GODEBUG=$BENCH_GODEBUG} ./kipvs-bench run -n "\$n" -reps "\$reps" -full-reps "\$full" -binding "\$binding" \$gateflag $args || status=1
   echo "=== bench: n=\$n binding=\$binding gate=\${gate:-on} took \$(awk -v a="\$start" -v b="\$EPOCHREALTIME" 'BEGIN { printf "%.0fs", b - a }')"
   # Empty the namespace before it goes, so the next N starts with the memory back.
   ip netns exec "\$ns" ipvsadm -C
