@@ -278,7 +278,7 @@ func WriteMarkdown(w io.Writer, rs []*Result, env Env) error {
 	p("median), not absolute times; medians and spreads are given, and both proxies ran in the\n")
 	p("same boot.\n\n")
 
-	writeWhatRuns(w, rs)
+	writeWhatRuns(w, rs, otherGate)
 
 	writeColdStart(w, rs)
 
@@ -364,7 +364,7 @@ func writeComparison(w io.Writer, rs []*Result) {
 }
 
 // writeWhatRuns says what the bench runs and how it measures.
-func writeWhatRuns(w io.Writer, rs []*Result) {
+func writeWhatRuns(w io.Writer, rs, otherGate []*Result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("## What runs\n\n")
 	p("For each N and each `--vip-binding` (address, the default, and route), `kipvs-bench run`\n")
@@ -399,7 +399,21 @@ func writeWhatRuns(w io.Writer, rs []*Result) {
 	p("- after the single changes the controller is stopped and a new one started onto the\n")
 	p("  kernel state (a restart), with `--sync-period`'s default, and endpoint changes stream in\n")
 	p("  through two of its repair cycles (Churn).\n")
-	p("%s\n", rateEstimationText(rs))
+	p("%s", rateEstimationText(rs))
+	if len(otherGate) > 0 {
+		p("- kube-ipvs ran with its foreground gate %s; the churn also ran with it %s at %s (The\n", rs[0].GateOf(), otherGate[0].GateOf(), gateRuns(otherGate))
+		p("  foreground gate).\n")
+	}
+	p("\n")
+}
+
+// gateRuns names the runs made with the other gate setting.
+func gateRuns(rs []*Result) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("%s %s", label(r.N), r.BindingOf()))
+	}
+	return strings.Join(out, " and ")
 }
 
 // addressText says how much of the largest N's cold start binding the addresses took, or ""
@@ -413,8 +427,8 @@ func addressText(rs []*Result) string {
 	if len(ph) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" At %s, binding the addresses took %s of the %s cold start (they are bound while\n"+
-		"  IPVS is written).", label(last.N), ms(ph["addresses"]), ms(last.ColdStart.Seconds))
+	return fmt.Sprintf(" At %s, binding the addresses took %s of the %s cold start (they are\n"+
+		"  bound beside the sets, the rules and IPVS).", label(last.N), ms(ph["addresses"]), ms(last.ColdStart.Seconds))
 }
 
 // phaseText is ", of which build x, firewall y, ..." for the last full resync sample of r
@@ -448,6 +462,10 @@ func rateEstimationText(rs []*Result) string {
 	}
 	if len(order) == 1 && order[0] == "kernel" {
 		return ""
+	}
+	if len(order) == 1 {
+		return "- kube-ipvs ran with `--ipvs-rate-estimation=" + order[0] + "` throughout (off is what the README advises at tens\n" +
+			"  of thousands of Services on kernels before 6.2; kube-proxy ran with the kernel's own, on).\n"
 	}
 	var parts []string
 	for _, v := range order {

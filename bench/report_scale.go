@@ -99,8 +99,8 @@ func writeColdStart(w io.Writer, rs []*Result) {
 			commas(r.Found.LoopBackMaxElem), label(r.N)))
 	}
 	p("%s.\n\n", strings.Join(sets, ", "))
-	p("Where the first full sync's time went (VIPs and IPVS are written at the same time, so the\n")
-	p("two overlap): ")
+	p("Where the first full sync's time went (the sets and rules and the VIPs are written side by\n")
+	p("side, and IPVS once the sets and rules are in, so the phases overlap): ")
 	var phases []string
 	for _, r := range rs {
 		if ph := r.ColdStart.PhaseSeconds; len(ph) > 0 {
@@ -181,7 +181,7 @@ func writeMemory(w io.Writer, rs []*Result) {
 	p("## Memory\n\n")
 	p("The bench is one process: it holds the fake clientset's store (the stand-in API server's\n")
 	p("copy of every object) besides the proxy; *proxy* is the peak RSS less that store's live\n")
-	p("heap. Measured before the restart (which runs a second controller in the same process). ")
+	p("heap. Measured before the restart (which runs a second controller in the same process).\n")
 	if lim := last.GoMemLimitBytes; lim > 0 {
 		p("The Go runtime runs with `GOGC=100` and a soft limit\n")
 		p("`GOMEMLIMIT=%dMiB`, as `deploy/daemonset.yaml` sets it: near the limit the garbage collector\n", lim>>20)
