@@ -51,6 +51,7 @@ unit: ## host unit tests (pure logic; nothing touches the host's kernel state)
 	$(GO) test -count=1 ./...
 	cd hack/image && GOWORK=off $(GO) test -count=1 ./...
 	cd test/kustomize && GOWORK=off $(GO) test -count=1 ./...
+	cd test/apiserver && GOWORK=off $(GO) test -count=1 ./cmd/conformance-report
 
 guest-test: ## build the guest-tagged tests and run them inside the QEMU guest
 	hack/guest/test.sh
@@ -72,7 +73,7 @@ cluster-test: ## make cluster plus the operator checks: rolling update, re-creat
 	hack/cluster/run.sh all
 
 .PHONY: conformance
-conformance: ## Kubernetes' e2e [sig-network] Services [Conformance] specs on make cluster's cluster (FOCUS, SKIP, PROXY=kube-proxy, PROCS; docs/conformance.md); not part of test
+conformance: ## Kubernetes' e2e [sig-network] Services [Conformance] specs on make cluster's cluster (SELECTION=sig-network for the wide one, FOCUS, SKIP, PROXY=kube-proxy, PROCS; docs/conformance.md); not part of test
 	hack/conformance/run.sh
 
 .PHONY: parity

@@ -9,11 +9,14 @@
 # and it exits 0 only when no selected spec failed.
 #
 # Environment (make conformance passes its variables through):
-#   FOCUS   ginkgo's focus (default: the [sig-network] Services [Conformance] specs)
-#   SKIP    ginkgo's skip (default: none)
+#   SELECTION  services (default): the 15 [sig-network] Services [Conformance] specs;
+#              sig-network: focus \[sig-network\], skip the terms of
+#              hack/conformance/sig-network-skip.txt (each with its reason there)
+#   FOCUS   ginkgo's focus, in place of the selection's (the selection is then "custom")
+#   SKIP    ginkgo's skip, in place of the selection's
 #   PROXY   kube-ipvs (default; deploy/ as shipped) or kube-proxy (v1.37 in IPVS mode)
 #   PROCS   ginkgo's parallel processes (default 1)
-#   REPORT  the report folder (default _output/conformance/PROXY): junit_01.xml, e2e.log and
+#   REPORT  the report folder (default _output/conformance/SELECTION/PROXY): junit_01.xml, e2e.log and
 #           results.json (per spec: passed, failed or skipped, seconds, the failure's first line)
 #   CONFORMANCE_TIMEOUT  ginkgo's suite timeout (default 6h); GUEST_TIMEOUT (seconds) and
 #           GUEST_MEM (MiB) of the node, default the suite timeout plus an hour, and 6144
@@ -22,10 +25,26 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 export CLUSTER_T0=${CLUSTER_T0:-$(date +%s)}
 proxy=${PROXY:-kube-ipvs}
-focus=${FOCUS:-'\[sig-network\] Services.*\[Conformance\]'}
-skip=${SKIP:-}
+selection=${SELECTION:-services}
+case $selection in
+services)
+  focus='\[sig-network\] Services.*\[Conformance\]'
+  skip=''
+  ;;
+sig-network)
+  focus='\[sig-network\]'
+  # One term per line, its reason after a tab; comments start with #.
+  skip=$(grep -v '^#' hack/conformance/sig-network-skip.txt | cut -f1 | paste -sd'|')
+  ;;
+*) echo "conformance: SELECTION=$selection: want services or sig-network" >&2; exit 2 ;;
+esac
+if [[ -n ${FOCUS:-} || -n ${SKIP:-} ]]; then
+  selection=custom
+  focus=${FOCUS:-$focus}
+  skip=${SKIP:-$skip}
+fi
 procs=${PROCS:-1}
-report=${REPORT:-$repo/_output/conformance/$proxy}
+report=${REPORT:-$repo/_output/conformance/$selection/$proxy}
 timeout=${CONFORMANCE_TIMEOUT:-6h}
 case $proxy in
 kube-ipvs | kube-proxy) ;;
@@ -47,8 +66,12 @@ export CLUSTER_CONFORMANCE_IMAGES=$conf/images
 export GUEST_MEM=${GUEST_MEM:-6144}
 # What results.json (and the docs generated from it) quote as the command.
 cmd="make conformance PROXY=$proxy"
-[[ -z ${FOCUS:-} ]] || cmd+=" FOCUS='$focus'"
-[[ -z $skip ]] || cmd+=" SKIP='$skip'"
+if [[ $selection == custom ]]; then
+  cmd+=" FOCUS='$focus'"
+  [[ -z $skip ]] || cmd+=" SKIP='$skip'"
+elif [[ $selection != services ]]; then
+  cmd+=" SELECTION=$selection"
+fi
 [[ $procs == 1 ]] || cmd+=" PROCS=$procs"
 export CONFORMANCE_COMMAND=$cmd
 mkdir -p "$report"

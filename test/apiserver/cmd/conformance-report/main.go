@@ -1,178 +1,77 @@
 // Command conformance-report writes docs/conformance.md from the results.json files of make
-// conformance (test/apiserver/cmd/cluster-host/conformance.go): one run with kube-proxy's
-// IPVS mode, the reference column, and one with kube-ipvs, side by side per spec.
+// conformance (test/apiserver/cmd/cluster-host/conformance.go): for each selection, one run
+// with kube-proxy's IPVS mode, the reference column, and one with kube-ipvs, side by side per
+// spec, with why each failure fails (hack/conformance/explained.txt) and why the skip leaves
+// out what it leaves out (hack/conformance/sig-network-skip.txt).
 //
-//	conformance-report --kube-proxy FILE --kube-ipvs FILE [--out docs/conformance.md]
+//	conformance-report [--results _output/conformance] [--hack hack/conformance] [--out docs/conformance.md]
 //
-// Either file may be missing (its column then says "not run"). The page is generated: edit
-// this program, not the page.
+// It reads RESULTS/SELECTION/PROXY/results.json for SELECTION services and sig-network and
+// PROXY kube-proxy and kube-ipvs; a missing file is a run not made ("not run"). Each failure
+// without an explanation is marked on the page and named on stderr. The page is generated:
+// edit this program or the hack/conformance text files, not the page.
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
-	"sort"
-	"strings"
-	"time"
+	"path/filepath"
 )
 
-// results is cluster-host's results.json.
-type results struct {
-	Proxy      string    `json:"proxy"`
-	Kubernetes string    `json:"kubernetes"`
-	Focus      string    `json:"focus"`
-	Skip       string    `json:"skip"`
-	Procs      int       `json:"procs"`
-	Command    string    `json:"command"`
-	Started    time.Time `json:"started"`
-	Seconds    float64   `json:"seconds"`
-	Passed     int       `json:"passed"`
-	Failed     int       `json:"failed"`
-	Skipped    int       `json:"skipped"`
-	NotRun     int       `json:"notSelected"`
-	Specs      []spec    `json:"specs"`
-}
-
-type spec struct {
-	Name    string  `json:"name"`
-	State   string  `json:"state"`
-	Seconds float64 `json:"seconds"`
-	Message string  `json:"message"`
-}
-
 func main() {
-	kp := flag.String("kube-proxy", "_output/conformance/kube-proxy/results.json", "kube-proxy's results.json")
-	ki := flag.String("kube-ipvs", "_output/conformance/kube-ipvs/results.json", "kube-ipvs' results.json")
+	dir := flag.String("results", "_output/conformance", "the folder holding SELECTION/PROXY/results.json")
+	hack := flag.String("hack", "hack/conformance", "the folder holding sig-network-skip.txt and explained.txt")
 	out := flag.String("out", "docs/conformance.md", "the page to write (- for stdout)")
 	flag.Parse()
-	runs := make([]*results, 2)
-	for i, f := range []string{*kp, *ki} {
-		r, err := read(f)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "conformance-report:", err)
-			os.Exit(1)
-		}
-		runs[i] = r
-	}
-	page := render(runs[0], runs[1])
-	if *out == "-" {
-		fmt.Print(page)
-		return
-	}
-	if err := os.WriteFile(*out, []byte(page), 0o644); err != nil {
+	if err := run(*dir, *hack, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance-report:", err)
 		os.Exit(1)
 	}
 }
 
-// read returns nil for a file that does not exist.
-func read(path string) (*results, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+func run(dir, hack, out string) error {
+	skip, err := readSkipReasons(filepath.Join(hack, "sig-network-skip.txt"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var r results
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	ex, err := readExplanations(filepath.Join(hack, "explained.txt"))
+	if err != nil {
+		return err
 	}
-	return &r, nil
+	pg := page{Explained: ex, Selections: []selectionRuns{
+		{
+			Key:   "services",
+			Title: "Services [Conformance]: `make conformance`",
+			Intro: "The 15 `[sig-network] Services` specs tagged `[Conformance]`, the ones every certified\n" +
+				"cluster passes.",
+		},
+		{
+			Key:   "sig-network",
+			Title: "[sig-network]: `make conformance SELECTION=sig-network`",
+			Intro: "Every `[sig-network]` spec (the focus of upstream's kube-proxy IPVS job), less the skip\n" +
+				"terms below: upstream's, `[Serial]` and `[Disruptive]`, and what this one-node cluster without\n" +
+				"a cloud or a route out cannot run. Specs that need more nodes or a cloud provider skip\n" +
+				"themselves at run time and are listed with the reason they gave.",
+			Skip: skip,
+		},
+	}}
+	for i := range pg.Selections {
+		s := &pg.Selections[i]
+		if s.KubeProxy, err = readResults(filepath.Join(dir, s.Key, kubeProxy, "results.json")); err != nil {
+			return err
+		}
+		if s.KubeIPVS, err = readResults(filepath.Join(dir, s.Key, kubeIPVS, "results.json")); err != nil {
+			return err
+		}
+	}
+	text, unexplained := render(pg)
+	for _, u := range unexplained {
+		fmt.Fprintln(os.Stderr, "conformance-report: failure not explained in explained.txt:", u)
+	}
+	if out == "-" {
+		_, err := fmt.Print(text)
+		return err
+	}
+	return os.WriteFile(out, []byte(text), 0o644)
 }
-
-func render(kp, ki *results) string {
-	var b strings.Builder
-	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("# Kubernetes' Services conformance tests: kube-proxy (IPVS) and kube-ipvs\n\n")
-	p("<!-- Generated by test/apiserver/cmd/conformance-report from make conformance's results.json\n")
-	p("     files; do not edit. docs/conformance-build.md says how to run and regenerate it. -->\n\n")
-	p("Kubernetes' own e2e specs (e2e.test of k8s.io/kubernetes, hack/conformance/build.sh) run on the\n")
-	p("one-node cluster of docs/cluster.md (QEMU TCG guest as the node), once with kube-proxy in IPVS mode\n")
-	p("as the DaemonSet (the reference) and once with kube-ipvs from deploy/ in its place.\n\n")
-	p("| | kube-proxy (IPVS) | kube-ipvs |\n| --- | --- | --- |\n")
-	row := func(name string, f func(r *results) string) {
-		p("| %s | %s | %s |\n", name, cell(kp, f), cell(ki, f))
-	}
-	row("command", func(r *results) string { return "`" + strings.ReplaceAll(r.Command, "|", `\|`) + "`" })
-	row("e2e.test", func(r *results) string { return r.Kubernetes })
-	row("focus", func(r *results) string { return "`" + strings.ReplaceAll(r.Focus, "|", `\|`) + "`" })
-	row("skip", func(r *results) string {
-		if r.Skip == "" {
-			return "(none)"
-		}
-		return "`" + strings.ReplaceAll(r.Skip, "|", `\|`) + "`"
-	})
-	row("started (UTC)", func(r *results) string { return r.Started.UTC().Format("2006-01-02 15:04") })
-	row("suite time", func(r *results) string {
-		return fmt.Sprintf("%s (%d process(es))", time.Duration(r.Seconds*float64(time.Second)).Round(time.Second), r.Procs)
-	})
-	row("passed / failed / skipped", func(r *results) string {
-		return fmt.Sprintf("**%d** / **%d** / %d", r.Passed, r.Failed, r.Skipped)
-	})
-	p("\n## Per spec\n\n| spec | kube-proxy (IPVS) | kube-ipvs |\n| --- | --- | --- |\n")
-	names := map[string]bool{}
-	for _, r := range []*results{kp, ki} {
-		if r != nil {
-			for _, s := range r.Specs {
-				names[s.Name] = true
-			}
-		}
-	}
-	var sorted []string
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
-	for _, n := range sorted {
-		p("| %s | %s | %s |\n", escape(n), state(kp, n), state(ki, n))
-	}
-	var notes []string
-	for _, r := range []*results{kp, ki} {
-		if r == nil {
-			continue
-		}
-		for _, s := range r.Specs {
-			if s.State != "passed" && s.Message != "" {
-				notes = append(notes, fmt.Sprintf("- %s, %s, %s: `%s`", r.Proxy, s.State, escape(s.Name), strings.ReplaceAll(s.Message, "`", "'")))
-			}
-		}
-	}
-	if len(notes) > 0 {
-		p("\n## Failures and skips\n\nThe first line of each failure (the full output is in the run's e2e.log and junit_01.xml).\n\n")
-		p("%s\n", strings.Join(notes, "\n"))
-	}
-	return b.String()
-}
-
-func cell(r *results, f func(*results) string) string {
-	if r == nil {
-		return "not run"
-	}
-	return f(r)
-}
-
-func state(r *results, name string) string {
-	if r == nil {
-		return "not run"
-	}
-	for _, s := range r.Specs {
-		if s.Name == name {
-			switch s.State {
-			case "passed":
-				return fmt.Sprintf("passed (%.0f s)", s.Seconds)
-			case "failed":
-				return fmt.Sprintf("**failed** (%.0f s)", s.Seconds)
-			default:
-				return s.State
-			}
-		}
-	}
-	return "not selected"
-}
-
-func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func sampleRuns() selectionRuns {
+	kp := &results{Proxy: kubeProxy, Command: "make conformance PROXY=kube-proxy SELECTION=sig-network", Focus: `\[sig-network\]`,
+		Skip: `\[Serial\]|Alpha`, Procs: 3, Seconds: 3723, Passed: 1, Failed: 1, Skipped: 1,
+		Specs: []spec{
+			{Name: "[sig-network] A passes", State: "passed", Seconds: 12},
+			{Name: "[sig-network] B fails for both", State: "failed", Seconds: 130, Message: "[FAILED] timed out"},
+			{Name: "[sig-network] C needs nodes", State: "skipped", Message: "Requires at least 2 nodes (not 1)"},
+		},
+		Excluded: []excluded{{Name: "[sig-network] D [Serial]", Term: `\[Serial\]`}},
+	}
+	ki := &results{Proxy: kubeIPVS, Command: "make conformance SELECTION=sig-network", Focus: kp.Focus, Skip: kp.Skip, Procs: 3,
+		Seconds: 3000, Passed: 0, Failed: 2, Skipped: 1,
+		Specs: []spec{
+			{Name: "[sig-network] A passes", State: "failed", Seconds: 120, Message: "[FAILED] `x` not reachable"},
+			{Name: "[sig-network] B fails for both", State: "failed", Seconds: 131, Message: "[FAILED] timed out"},
+			{Name: "[sig-network] C needs nodes", State: "skipped", Message: "Requires at least 2 nodes (not 1)"},
+		},
+		Excluded: []excluded{{Name: "[sig-network] D [Serial]", Term: `\[Serial\]`}},
+	}
+	return selectionRuns{Key: "sig-network", Title: "wide", Intro: "intro", KubeProxy: kp, KubeIPVS: ki,
+		Skip: []skipReason{{Term: `\[Serial\]`, Why: "must run alone"}, {Term: "Alpha", Why: "feature gates"}}}
+}
+
+func TestRenderSideBySide(t *testing.T) {
+	text, unexplained := render(page{
+		Selections: []selectionRuns{sampleRuns(), {Key: "services", Title: "conformance", Intro: "fifteen"}},
+		Explained:  []explanation{{Proxy: "both", Spec: "[sig-network] B fails for both", Why: "the node is emulated: 130 s"}},
+	})
+	for _, want := range []string{
+		"| sig-network | kube-proxy (IPVS) | **1** | **1** | 1 | 1 | 1h2m3s |",
+		"| sig-network | kube-ipvs | **0** | **2** | 1 | 1 | 50m0s |",
+		"| services | kube-ipvs | not run | | | | |",
+		"| [sig-network] A passes | passed (12 s) | **failed** (120 s) |",
+		"| [sig-network] C needs nodes | skipped | skipped |",
+		"  - kube-ipvs: `[FAILED] 'x' not reachable`\n    **not explained yet**",
+		"  - kube-proxy: `[FAILED] timed out`\n    the node is emulated: 130 s",
+		"- Requires at least 2 nodes (not 1) (both)\n  - [sig-network] C needs nodes",
+		"| `\\[Serial\\]` | must run alone | 1 |",
+		"| `Alpha` | feature gates | 0 |",
+		"<details><summary>\\[Serial\\]: 1 specs</summary>\n\n- [sig-network] D [Serial]",
+		"## conformance\n\nfifteen\n\nNot run yet.",
+		"| command | `make conformance PROXY=kube-proxy SELECTION=sig-network` | `make conformance SELECTION=sig-network` |",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("page lacks %q:\n%s", want, text)
+		}
+	}
+	if len(unexplained) != 1 || unexplained[0] != "kube-ipvs: [sig-network] A passes" {
+		t.Errorf("unexplained = %q, want only kube-ipvs' failure of A", unexplained)
+	}
+}
+
+func TestSelfSkipsSaysWhichProxy(t *testing.T) {
+	s := sampleRuns()
+	s.KubeIPVS.Specs[2] = spec{Name: "[sig-network] C needs nodes", State: "passed"}
+	g := selfSkips(s.KubeProxy, s.KubeIPVS)
+	if len(g) != 1 || g[0].who != "kube-proxy only" || len(g[0].specs) != 1 {
+		t.Fatalf("groups = %+v, want one kube-proxy-only group", g)
+	}
+}
+
+func TestReadNotes(t *testing.T) {
+	dir := t.TempDir()
+	skip := filepath.Join(dir, "skip.txt")
+	ex := filepath.Join(dir, "explained.txt")
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(skip, "# comment\n\\[Serial\\]\tmust run alone\n\nAlpha\tgates\n")
+	r, err := readSkipReasons(skip)
+	if err != nil || len(r) != 2 || r[0].Term != `\[Serial\]` || r[1].Why != "gates" {
+		t.Fatalf("readSkipReasons = %+v, %v", r, err)
+	}
+	write(ex, "both\t[sig-network] B\twhy\n")
+	e, err := readExplanations(ex)
+	if err != nil || len(e) != 1 || why(e, kubeIPVS, "[sig-network] B") != "why" || why(e, kubeIPVS, "other") != "" {
+		t.Fatalf("readExplanations = %+v, %v", e, err)
+	}
+	write(ex, "kube-router\t[sig-network] B\twhy\n")
+	if _, err := readExplanations(ex); err == nil {
+		t.Error("a proxy other than kube-proxy, kube-ipvs or both was accepted")
+	}
+	write(skip, "Alpha without a reason\n")
+	if _, err := readSkipReasons(skip); err == nil {
+		t.Error("a line without a tab was accepted")
+	}
+}
+
+// The hand-kept files of the repository parse.
+func TestRepositoryNotesParse(t *testing.T) {
+	hack := filepath.Join("..", "..", "..", "..", "hack", "conformance")
+	if _, err := readSkipReasons(filepath.Join(hack, "sig-network-skip.txt")); err != nil {
+		t.Error(err)
+	}
+	if _, err := readExplanations(filepath.Join(hack, "explained.txt")); err != nil {
+		t.Error(err)
+	}
+}
