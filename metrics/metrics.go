@@ -113,6 +113,7 @@ type Metrics struct {
 
 	modeMu sync.Mutex
 	modes  map[string]bool // every mode label value exported so far
+	mode   string          // the active mode, served at /proxyMode
 
 	statsMu sync.Mutex
 	stats   *ServiceStatsCollector
@@ -193,6 +194,21 @@ func New(opts ...Option) *Metrics {
 		m.proxyMode.WithLabelValues(mode).Set(0)
 	}
 	return m
+}
+
+// serveProxyMode answers the active mode as plain text, as kube-proxy does ("ipvs", or
+// "iptables" after a fallback); 503 until the mode is decided.
+func (m *Metrics) serveProxyMode(w http.ResponseWriter, _ *http.Request) {
+	m.modeMu.Lock()
+	mode := m.mode
+	m.modeMu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if mode == "" {
+		http.Error(w, "the proxy mode is not decided yet", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte(mode))
 }
 
 func newStateGauge(name, help string) prometheus.Gauge {
@@ -280,6 +296,7 @@ func (m *Metrics) SetDesiredState(d DesiredState) {
 func (m *Metrics) SetProxyMode(mode string) {
 	m.modeMu.Lock()
 	defer m.modeMu.Unlock()
+	m.mode = mode
 	m.modes[mode] = true
 	for k := range m.modes {
 		v := 0.0
@@ -322,10 +339,20 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Serve serves Handler at /metrics on addr (e.g. DefaultAddress) until ctx ends, then shuts
-// down gracefully and returns nil. It returns at once if addr cannot be bound.
+// down gracefully and returns nil. It returns at once if addr cannot be bound. Like
+// kube-proxy's metrics server it also answers /proxyMode (the active mode, what
+// `curl localhost:10249/proxyMode` shows and Kubernetes' e2e "should check kube-proxy urls"
+// asks for) and /healthz ("ok" while the server runs; the proxy's own health is on the
+// health port).
 func (m *Metrics) Serve(ctx context.Context, addr string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
+	mux.HandleFunc("/proxyMode", m.serveProxyMode)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write([]byte("ok"))
+	})
 	return httpserve.Serve(ctx, m.listen, addr, &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

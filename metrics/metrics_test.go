@@ -423,6 +423,30 @@ kube_ipvs_virtual_servers 5
 	if body == "" {
 		t.Fatal("never scraped the served metrics")
 	}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/proxyMode"); code != http.StatusServiceUnavailable {
+		t.Errorf("/proxyMode before the mode is set: %d, want 503", code)
+	}
+	m.SetProxyMode(ModeIPTables)
+	if code, body := get("/proxyMode"); code != http.StatusOK || body != "iptables" {
+		t.Errorf("/proxyMode after a fallback: %d %q, want 200 \"iptables\"", code, body)
+	}
+	m.SetProxyMode(ModeIPVS)
+	if code, body := get("/proxyMode"); code != http.StatusOK || body != "ipvs" {
+		t.Errorf("/proxyMode: %d %q, want 200 \"ipvs\"", code, body)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok" {
+		t.Errorf("/healthz: %d %q, want 200 \"ok\"", code, body)
+	}
 	if resp, err := http.Get("http://" + addr + "/other"); err == nil {
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("/other: %d", resp.StatusCode)
