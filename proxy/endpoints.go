@@ -52,6 +52,13 @@ func serviceSlices(svc *v1.Service, all []*discoveryv1.EndpointSlice) []*discove
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
 		}
+		// A slice labelled service.kubernetes.io/headless is not the proxy's, whatever its
+		// Service: kube-proxy's EndpointSlice informer leaves such slices out (its selector is
+		// !service.kubernetes.io/headless), so labelling a slice takes its endpoints out of the
+		// Service (Kubernetes' e2e "Services should implement service.kubernetes.io/headless").
+		if _, ok := s.Labels[v1.IsHeadlessService]; ok {
+			continue
+		}
 		out = append(out, s)
 	}
 	slices.SortStableFunc(out, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })

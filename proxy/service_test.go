@@ -255,6 +255,24 @@ func TestBuildServicePorts(t *testing.T) {
 	}})
 }
 
+func TestBuildServiceIgnoresHeadlessLabelledSlices(t *testing.T) {
+	labelled := v4("s2", httpPort, ep("10.1.0.2"))
+	labelled.Labels[v1.IsHeadlessService] = ""
+	runBuildCases(t, []buildCase{{
+		name:   "a slice labelled service.kubernetes.io/headless gives no endpoints",
+		svc:    service(),
+		slices: []*discoveryv1.EndpointSlice{v4("s1", httpPort, ep("10.1.0.1")), labelled},
+		want:   []string{vs("TCP 10.0.0.1:80 rr", "10.1.0.1:8080")},
+		bind:   []string{"10.0.0.1"},
+	}, {
+		name:   "with only labelled slices the Service has no endpoints",
+		svc:    service(),
+		slices: []*discoveryv1.EndpointSlice{labelled},
+		want:   []string{vs("TCP 10.0.0.1:80 rr")},
+		bind:   []string{"10.0.0.1"},
+	}})
+}
+
 func TestBuildServiceDualStack(t *testing.T) {
 	dual := []*discoveryv1.EndpointSlice{
 		v4("s4", httpPort, ep("10.1.0.1")),
