@@ -53,7 +53,8 @@ mkdir -p "$tmp/images" "$tmp/bin"
 step() {
   local name=$1 t=$SECONDS
   shift
-  nice -n 19 "$@" || { log "$name failed"; exit 1; }
+  # stdout is the folder's path only (run.sh reads it): a step's own output goes to stderr.
+  nice -n 19 "$@" >&2 || { log "$name failed"; exit 1; }
   log "$name in $((SECONDS - t))s"
 }
 
