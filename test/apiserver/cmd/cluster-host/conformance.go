@@ -57,6 +57,9 @@ type results struct {
 	Skipped    int          `json:"skipped"`     // selected, then skipped by the spec itself
 	NotRun     int          `json:"notSelected"` // left out by focus and skip
 	Specs      []specResult `json:"specs"`
+	// The specs of the focus that the skip left out, each with the skip's alternative that
+	// matched it (the rest of NotRun is outside the focus).
+	Excluded []excludedSpec `json:"excluded"`
 }
 
 // specResult is one spec (or a suite node that failed) of the JUnit report.
@@ -228,7 +231,11 @@ func (c *checker) suite(ctx context.Context) (string, error) {
 	<-copied
 	took := time.Since(started)
 
-	res, err := readJUnit(junit)
+	sel, err := newSelection(cf.focus, cf.skip)
+	if err != nil {
+		return "", err
+	}
+	res, err := readJUnit(junit, sel)
 	if err != nil {
 		return "", fmt.Errorf("the suite ended (%v) without a report: %w; see %s", runErr, err, logPath)
 	}
@@ -316,8 +323,9 @@ type junitText struct {
 var leafPrefix = regexp.MustCompile(`^\[(It|SynchronizedBeforeSuite|BeforeSuite|SynchronizedAfterSuite|AfterSuite|ReportAfterSuite|ReportBeforeSuite|DeferCleanup[^\]]*)\]( |$)`)
 
 // readJUnit turns the report into results: every spec that ran or skipped itself, and any
-// suite node that failed; specs left out by focus and skip are only counted.
-func readJUnit(path string) (*results, error) {
+// suite node that failed; specs left out by focus and skip are counted, and those of the
+// focus that sel's skip left out are listed with the alternative that matched.
+func readJUnit(path string, sel *selection) (*results, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -326,7 +334,7 @@ func readJUnit(path string) (*results, error) {
 	if err := xml.Unmarshal(b, &js); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	res := &results{Specs: []specResult{}}
+	res := &results{Specs: []specResult{}, Excluded: []excludedSpec{}}
 	for _, s := range js.Suites {
 		for _, tc := range s.Cases {
 			m := leafPrefix.FindStringSubmatch(tc.Name)
@@ -353,6 +361,9 @@ func readJUnit(path string) (*results, error) {
 				why, ok := strings.CutPrefix(msg, "skipped - ")
 				if !ok || !spec {
 					res.NotRun++ // not selected (or a suite node with nothing to do)
+					if term := sel.excludedBy(name); spec && term != "" {
+						res.Excluded = append(res.Excluded, excludedSpec{Name: r.Name, Term: term})
+					}
 					continue
 				}
 				r.State, r.Message = "skipped", oneLine(why)
@@ -368,6 +379,7 @@ func readJUnit(path string) (*results, error) {
 		}
 	}
 	sort.Slice(res.Specs, func(i, j int) bool { return res.Specs[i].Name < res.Specs[j].Name })
+	sort.Slice(res.Excluded, func(i, j int) bool { return res.Excluded[i].Name < res.Excluded[j].Name })
 	return res, nil
 }
 

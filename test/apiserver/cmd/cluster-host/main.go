@@ -92,6 +92,10 @@ func run() int {
 		if conf.timeout == "" {
 			conf.timeout = defaultSuiteTimeout
 		}
+		if _, err := newSelection(conf.focus, conf.skip); err != nil {
+			fmt.Fprintf(os.Stderr, "cluster-host: --focus or --skip: %v\n", err)
+			return 2
+		}
 		if _, err := time.ParseDuration(conf.timeout); err != nil {
 			fmt.Fprintf(os.Stderr, "cluster-host: --timeout %q: want a Go duration such as 6h\n", conf.timeout)
 			return 2
