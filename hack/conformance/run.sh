@@ -4,7 +4,9 @@
 # ginkgo and the suite's images (hack/conformance/build.sh), and with PROXY=kube-proxy
 # kube-proxy's image (hack/cluster/kube-proxy-image.sh); then brings the one-node cluster up
 # exactly as make cluster does (hack/cluster/run.sh conformance), deploys the proxy and CoreDNS,
-# and runs e2e.test on the host against it. Its last line is
+# and runs e2e.test on the host against it. A run of SELECTION services or sig-network into the
+# default REPORT is published: its results.json is copied to docs/conformance-results/ and
+# docs/conformance.md is generated again (test/apiserver/cmd/conformance-report). Its last line is
 #   make conformance: N passed, M failed in T
 # and it exits 0 only when no selected spec failed.
 #
@@ -16,7 +18,7 @@
 #   SKIP    ginkgo's skip, in place of the selection's
 #   PROXY   kube-ipvs (default; deploy/ as shipped) or kube-proxy (v1.37 in IPVS mode)
 #   PROCS   ginkgo's parallel processes (default 1)
-#   REPORT  the report folder (default _output/conformance/SELECTION/PROXY): junit_01.xml, e2e.log and
+#   REPORT  the report folder (default _output/conformance/SELECTION/PROXY): junit_01.xml, e2e.log, run.log and
 #           results.json (per spec: passed, failed or skipped, seconds, the failure's first line)
 #   CONFORMANCE_TIMEOUT  ginkgo's suite timeout (default 6h); GUEST_TIMEOUT (seconds) and
 #           GUEST_MEM (MiB) of the node, default the suite timeout plus an hour, and 6144
@@ -78,4 +80,33 @@ mkdir -p "$report"
 args=(--conformance "$conf" --report "$report" --proxy "$proxy" --focus "$focus" --procs "$procs"
   --timeout "$timeout")
 [[ -z $skip ]] || args+=(--skip "$skip")
-exec hack/cluster/run.sh conformance "${args[@]}"
+# What results.json (and the page) says the run was made of: this checkout and the suite's
+# build.
+export CONFORMANCE_BUILD="kube-ipvs $(git describe --always --dirty 2>/dev/null || echo unknown), e2e.test and images ${conf##*/}"
+
+# A run of a named selection into the default folder is published: its results.json goes to
+# docs/conformance-results/SELECTION/PROXY.json and docs/conformance.md is generated again from
+# all four (the page shows the latest run of each selection and proxy, each with its build).
+publish=
+[[ $selection == custom || -n ${REPORT:-} ]] || publish=docs/conformance-results/$selection/$proxy.json
+rm -f "$report/results.json"
+set +e
+hack/cluster/run.sh conformance "${args[@]}" 2>&1 | tee "$report/run.log"
+rc=${PIPESTATUS[0]}
+set -e
+if [[ -n $publish && -s $report/results.json ]]; then
+  mkdir -p "${publish%/*}"
+  cp "$report/results.json" "$publish"
+  if (cd test/apiserver && GOWORK=off go run ./cmd/conformance-report --results ../../docs/conformance-results \
+    --hack ../../hack/conformance --out ../../docs/conformance.md) >"$report/report.log" 2>&1; then
+    msg="conformance: wrote $publish and docs/conformance.md"
+    n=$(grep -c 'not explained' "$report/report.log" || true)
+    ((n == 0)) || msg+="; $n failure(s) not explained in hack/conformance/explained.txt ($report/report.log)"
+    echo "$msg" >&2
+  else
+    echo "conformance: wrote $publish; docs/conformance.md not generated: see $report/report.log" >&2
+  fi
+fi
+# The run's result is the last line, as cluster-host printed it.
+tail -n 1 "$report/run.log"
+exit "$rc"

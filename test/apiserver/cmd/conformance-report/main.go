@@ -4,10 +4,11 @@
 // spec, with why each failure fails (hack/conformance/explained.txt) and why the skip leaves
 // out what it leaves out (hack/conformance/sig-network-skip.txt).
 //
-//	conformance-report [--results _output/conformance] [--hack hack/conformance] [--out docs/conformance.md]
+//	conformance-report [--results docs/conformance-results] [--hack hack/conformance] [--out docs/conformance.md]
 //
-// It reads RESULTS/SELECTION/PROXY/results.json for SELECTION services and sig-network and
-// PROXY kube-proxy and kube-ipvs; a missing file is a run not made ("not run"). Each failure
+// It reads RESULTS/SELECTION/PROXY.json (hack/conformance/run.sh publishes each run of a named
+// selection there) for SELECTION services and sig-network and PROXY kube-proxy and kube-ipvs;
+// a missing file is a run not made ("not run"). Each failure
 // without an explanation is marked on the page and named on stderr. The page is generated:
 // edit this program or the hack/conformance text files, not the page.
 package main
@@ -20,7 +21,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("results", "_output/conformance", "the folder holding SELECTION/PROXY/results.json")
+	dir := flag.String("results", "docs/conformance-results", "the folder holding SELECTION/PROXY.json")
 	hack := flag.String("hack", "hack/conformance", "the folder holding sig-network-skip.txt and explained.txt")
 	out := flag.String("out", "docs/conformance.md", "the page to write (- for stdout)")
 	flag.Parse()
@@ -58,10 +59,10 @@ func run(dir, hack, out string) error {
 	}}
 	for i := range pg.Selections {
 		s := &pg.Selections[i]
-		if s.KubeProxy, err = readResults(filepath.Join(dir, s.Key, kubeProxy, "results.json")); err != nil {
+		if s.KubeProxy, err = readResults(filepath.Join(dir, s.Key, kubeProxy+".json")); err != nil {
 			return err
 		}
-		if s.KubeIPVS, err = readResults(filepath.Join(dir, s.Key, kubeIPVS, "results.json")); err != nil {
+		if s.KubeIPVS, err = readResults(filepath.Join(dir, s.Key, kubeIPVS+".json")); err != nil {
 			return err
 		}
 	}

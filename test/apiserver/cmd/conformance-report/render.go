@@ -75,6 +75,12 @@ func renderSelection(b *strings.Builder, s selectionRuns, ex []explanation) (une
 	}
 	row("command", func(r *results) string { return code(r.Command) })
 	row("e2e.test", func(r *results) string { return r.Kubernetes })
+	row("build", func(r *results) string {
+		if r.Build == "" {
+			return "(not recorded)"
+		}
+		return r.Build
+	})
 	row("focus", func(r *results) string { return code(r.Focus) })
 	row("skip", func(r *results) string {
 		if r.Skip == "" {
@@ -89,6 +95,11 @@ func renderSelection(b *strings.Builder, s selectionRuns, ex []explanation) (une
 	row("passed / failed / skipped by the spec", func(r *results) string {
 		return fmt.Sprintf("**%d** / **%d** / %d", r.Passed, r.Failed, r.Skipped)
 	})
+
+	if s.KubeProxy != nil && s.KubeIPVS != nil && s.KubeProxy.Build != s.KubeIPVS.Build {
+		p("\nThe two runs are of different builds (the build row): a difference between the columns may\n")
+		p("come from what changed between them.\n")
+	}
 
 	names := specNames(s.KubeProxy, s.KubeIPVS)
 	p("\n### %s: per spec\n\n| spec | kube-proxy (IPVS) | kube-ipvs |\n| --- | --- | --- |\n", s.Key)

@@ -59,6 +59,49 @@ func TestRenderSideBySide(t *testing.T) {
 	}
 }
 
+func TestRenderSaysWhenBuildsDiffer(t *testing.T) {
+	s := sampleRuns()
+	s.KubeProxy.Build, s.KubeIPVS.Build = "kube-ipvs abc, e2e.test and images k1", "kube-ipvs abc, e2e.test and images k1"
+	text, _ := render(page{Selections: []selectionRuns{s}})
+	if strings.Contains(text, "different builds") || !strings.Contains(text, "| build | kube-ipvs abc, e2e.test and images k1 |") {
+		t.Errorf("same builds:\n%s", text)
+	}
+	s.KubeIPVS.Build = "kube-ipvs def, e2e.test and images k2"
+	if text, _ = render(page{Selections: []selectionRuns{s}}); !strings.Contains(text, "different builds") {
+		t.Errorf("different builds not said:\n%s", text)
+	}
+}
+
+// run reads SELECTION/PROXY.json under --results and the notes under --hack.
+func TestRunReadsPublishedResults(t *testing.T) {
+	dir, hack := t.TempDir(), t.TempDir()
+	for _, f := range []struct{ path, text string }{
+		{filepath.Join(hack, "sig-network-skip.txt"), "Alpha\tgates\n"},
+		{filepath.Join(hack, "explained.txt"), "# none\n"},
+		{filepath.Join(dir, "services", "kube-ipvs.json"), `{"proxy":"kube-ipvs","passed":15,"specs":[{"name":"[sig-network] S","state":"passed"}]}`},
+	} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.path, []byte(f.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "conformance.md")
+	if err := run(dir, hack, out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| services | kube-ipvs | **15** |", "| services | kube-proxy (IPVS) | not run |", "| [sig-network] S | not run | passed (0 s) |"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("page lacks %q:\n%s", want, b)
+		}
+	}
+}
+
 func TestSelfSkipsSaysWhichProxy(t *testing.T) {
 	s := sampleRuns()
 	s.KubeIPVS.Specs[2] = spec{Name: "[sig-network] C needs nodes", State: "passed"}

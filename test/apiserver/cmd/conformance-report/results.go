@@ -17,6 +17,7 @@ type results struct {
 	Skip       string     `json:"skip"`
 	Procs      int        `json:"procs"`
 	Command    string     `json:"command"`
+	Build      string     `json:"build"`
 	Started    time.Time  `json:"started"`
 	Seconds    float64    `json:"seconds"`
 	Passed     int        `json:"passed"`
