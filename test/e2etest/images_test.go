@@ -22,7 +22,7 @@ var wantFiles = map[string][]string{
 		"usr/bin/sh", "usr/bin/bash", "usr/bin/nc", "usr/bin/curl", "usr/bin/wget", "usr/bin/dig",
 		"usr/bin/nslookup", "usr/bin/getent", "usr/bin/seq", "usr/bin/timeout", "usr/bin/sleep",
 		"usr/bin/cat", "usr/bin/echo", "usr/bin/test", "usr/bin/grep", "usr/bin/tail",
-		"usr/bin/tr", "usr/bin/awk", "usr/bin/ss", "usr/bin/ip", "usr/bin/hostname"},
+		"usr/bin/tr", "usr/bin/awk", "usr/bin/ss", "usr/bin/ip", "usr/bin/hostname", "usr/bin/iperf"},
 	"busybox": {"usr/bin/busybox", "usr/bin/sh", "usr/bin/sleep", "usr/bin/nc", "usr/bin/wget",
 		"usr/bin/echo", "usr/bin/cat"},
 	"pause":               {"pause"},
