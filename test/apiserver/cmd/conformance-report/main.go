@@ -70,6 +70,9 @@ func run(dir, hack, out string) error {
 	for _, u := range unexplained {
 		fmt.Fprintln(os.Stderr, "conformance-report: failure not explained in explained.txt:", u)
 	}
+	for _, e := range unused(pg) {
+		fmt.Fprintf(os.Stderr, "conformance-report: explained.txt explains a failure no run has: %s: %s\n", e.Proxy, e.Spec)
+	}
 	if out == "-" {
 		_, err := fmt.Print(text)
 		return err

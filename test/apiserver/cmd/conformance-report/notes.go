@@ -81,3 +81,23 @@ func why(ex []explanation, proxy, name string) string {
 	}
 	return ""
 }
+
+// unused returns the explanations that match no failure of the page's runs: a spec that
+// passes now, or a name that changed.
+func unused(pg page) []explanation {
+	var out []explanation
+	for _, e := range pg.Explained {
+		used := false
+		for _, s := range pg.Selections {
+			for _, r := range []*results{s.KubeProxy, s.KubeIPVS} {
+				if r != nil && (e.Proxy == "both" || e.Proxy == r.Proxy) && isState(r, e.Spec, "failed") {
+					used = true
+				}
+			}
+		}
+		if !used {
+			out = append(out, e)
+		}
+	}
+	return out
+}

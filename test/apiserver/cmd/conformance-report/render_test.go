@@ -102,6 +102,18 @@ func TestRunReadsPublishedResults(t *testing.T) {
 	}
 }
 
+func TestUnusedExplanations(t *testing.T) {
+	pg := page{Selections: []selectionRuns{sampleRuns()}, Explained: []explanation{
+		{Proxy: "both", Spec: "[sig-network] B fails for both", Why: "used"},
+		{Proxy: "kube-proxy", Spec: "[sig-network] A passes", Why: "kube-proxy passes it: unused"},
+		{Proxy: "kube-ipvs", Spec: "[sig-network] gone", Why: "unused"},
+	}}
+	u := unused(pg)
+	if len(u) != 2 || u[0].Spec != "[sig-network] A passes" || u[1].Spec != "[sig-network] gone" {
+		t.Errorf("unused = %+v", u)
+	}
+}
+
 func TestSelfSkipsSaysWhichProxy(t *testing.T) {
 	s := sampleRuns()
 	s.KubeIPVS.Specs[2] = spec{Name: "[sig-network] C needs nodes", State: "passed"}
