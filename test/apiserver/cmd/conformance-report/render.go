@@ -40,7 +40,8 @@ func render(pg page) (text string, unexplained []string) {
 	p("Kubernetes' own e2e specs (e2e.test of k8s.io/kubernetes, hack/conformance/build.sh) run on the\n")
 	p("one-node cluster of docs/cluster.md (a QEMU TCG guest as the node, real kubelet, containerd,\n")
 	p("runc, bridge CNI plugin and CoreDNS), once with kube-proxy v1.37 in IPVS mode as the DaemonSet\n")
-	p("(the reference) and once with kube-ipvs from deploy/ in its place, on the same build.\n\n")
+	p("(the reference) and once with kube-ipvs from deploy/ in its place. Each run's table says what\n")
+	p("it was made of (the build row) and how it was started (the command).\n\n")
 	p("| selection | proxy | passed | failed | skipped by the spec | left out by the skip | suite time |\n")
 	p("| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, s := range pg.Selections {
