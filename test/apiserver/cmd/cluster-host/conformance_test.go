@@ -36,7 +36,9 @@ In [It] at: k8s.io/kubernetes/test/e2e/network/service.go:4123 @ 12/05/26 17:30:
   </testsuite>
 </testsuites>`
 
-func TestReadJUnit(t *testing.T) {
+// readSample reads junitSample with focus [sig-network] and a three-term skip.
+func readSample(t *testing.T) *results {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "junit_01.xml")
 	if err := os.WriteFile(p, []byte(junitSample), 0o644); err != nil {
 		t.Fatal(err)
@@ -49,6 +51,11 @@ func TestReadJUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+func TestReadJUnit(t *testing.T) {
+	r := readSample(t)
 	if r.Passed != 1 || r.Failed != 1 || r.Skipped != 1 || r.NotRun != 3 || len(r.Specs) != 3 {
 		t.Fatalf("got %d passed, %d failed, %d skipped, %d not selected, %d specs: %+v",
 			r.Passed, r.Failed, r.Skipped, r.NotRun, len(r.Specs), r.Specs)
@@ -68,18 +75,7 @@ func TestReadJUnit(t *testing.T) {
 // The specs of the focus that the skip left out are listed with the alternative that matched;
 // those outside the focus are only counted.
 func TestReadJUnitListsExcludedSpecs(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "junit_01.xml")
-	if err := os.WriteFile(p, []byte(junitSample), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sel, err := newSelection(`\[sig-network\]`, `\[Serial\]|Alpha|(evicted|foo)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := readJUnit(p, sel)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := readSample(t)
 	want := []excludedSpec{
 		{"[sig-network] Services should be able to switch session affinity for NodePort service [Serial]", `\[Serial\]`},
 		{"[sig-network] Services should be rejected for evicted pods", "(evicted|foo)"},
