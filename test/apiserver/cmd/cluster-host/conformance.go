@@ -50,7 +50,8 @@ type results struct {
 	Skip       string       `json:"skip"`
 	Procs      int          `json:"procs"`
 	Command    string       `json:"command"`
-	Build      string       `json:"build"` // what was run: the checkout and the suite's build (run.sh)
+	Build      string       `json:"build"`    // what was run: the checkout and the suite's build (run.sh)
+	SuiteKey   string       `json:"suiteKey"` // the cache key of e2e.test and its images: equal keys, same suite
 	Started    time.Time    `json:"started"`
 	Seconds    float64      `json:"seconds"` // the suite's run, e2e.test's start to its exit
 	Passed     int          `json:"passed"`
@@ -245,6 +246,7 @@ func (c *checker) suite(ctx context.Context) (string, error) {
 	res.Started, res.Seconds = started.UTC().Round(time.Second), took.Round(time.Second).Seconds()
 	res.Command = os.Getenv("CONFORMANCE_COMMAND")
 	res.Build = os.Getenv("CONFORMANCE_BUILD")
+	res.SuiteKey = filepath.Base(cf.dir)
 	if runErr != nil && res.Failed == 0 {
 		// No spec failed, yet e2e.test did (a suite timeout, a crash): that counts too.
 		res.Specs = append(res.Specs, specResult{Name: "e2e.test", State: "failed", Message: runErr.Error()})

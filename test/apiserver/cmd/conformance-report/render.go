@@ -97,9 +97,14 @@ func renderSelection(b *strings.Builder, s selectionRuns, ex []explanation) (une
 		return fmt.Sprintf("**%d** / **%d** / %d", r.Passed, r.Failed, r.Skipped)
 	})
 
-	if s.KubeProxy != nil && s.KubeIPVS != nil && s.KubeProxy.Build != s.KubeIPVS.Build {
-		p("\nThe two runs are of different builds (the build row): a difference between the columns may\n")
-		p("come from what changed between them.\n")
+	if s.KubeProxy != nil && s.KubeIPVS != nil {
+		if kp, ki := s.KubeProxy.suiteKey(), s.KubeIPVS.suiteKey(); kp == "" || kp != ki {
+			p("\nThe two runs are of different builds of e2e.test and its images (the build row): a difference\n")
+			p("between the columns may come from what changed between them.\n")
+		} else if s.KubeProxy.Build != s.KubeIPVS.Build {
+			p("\nBoth runs used the same e2e.test and images (%s); the build row names the\n", kp)
+			p("checkout each ran from (the harness, and kube-ipvs' own code for its column).\n")
+		}
 	}
 
 	names := specNames(s.KubeProxy, s.KubeIPVS)

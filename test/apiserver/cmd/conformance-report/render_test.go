@@ -66,9 +66,34 @@ func TestRenderSaysWhenBuildsDiffer(t *testing.T) {
 	if strings.Contains(text, "different builds") || !strings.Contains(text, "| build | kube-ipvs abc, e2e.test and images k1 |") {
 		t.Errorf("same builds:\n%s", text)
 	}
+	s.KubeIPVS.Build = "kube-ipvs def, e2e.test and images k1"
+	if text, _ = render(page{Selections: []selectionRuns{s}}); strings.Contains(text, "different builds") ||
+		!strings.Contains(text, "Both runs used the same e2e.test and images (k1)") {
+		t.Errorf("same suite, other checkout:\n%s", text)
+	}
 	s.KubeIPVS.Build = "kube-ipvs def, e2e.test and images k2"
 	if text, _ = render(page{Selections: []selectionRuns{s}}); !strings.Contains(text, "different builds") {
 		t.Errorf("different builds not said:\n%s", text)
+	}
+	s.KubeIPVS.Build, s.KubeIPVS.SuiteKey = "kube-ipvs def", "k1"
+	if text, _ = render(page{Selections: []selectionRuns{s}}); strings.Contains(text, "different builds") {
+		t.Errorf("suiteKey k1 on both sides, yet different builds said:\n%s", text)
+	}
+}
+
+func TestSuiteKey(t *testing.T) {
+	for _, c := range []struct {
+		r    results
+		want string
+	}{
+		{results{SuiteKey: "k9", Build: "kube-ipvs a, e2e.test and images k1"}, "k9"},
+		{results{Build: "kube-ipvs a, e2e.test and images k1"}, "k1"},
+		{results{Build: "kube-ipvs 24ba673 (by hand), e2e.test and images 6cc7d604 (agnhost without iperf)"}, "6cc7d604"},
+		{results{Build: "kube-ipvs a"}, ""},
+	} {
+		if got := c.r.suiteKey(); got != c.want {
+			t.Errorf("suiteKey of %+v = %q, want %q", c.r, got, c.want)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -18,6 +19,7 @@ type results struct {
 	Procs      int        `json:"procs"`
 	Command    string     `json:"command"`
 	Build      string     `json:"build"`
+	SuiteKey   string     `json:"suiteKey"`
 	Started    time.Time  `json:"started"`
 	Seconds    float64    `json:"seconds"`
 	Passed     int        `json:"passed"`
@@ -53,6 +55,22 @@ func (r *results) find(name string) *spec {
 		}
 	}
 	return nil
+}
+
+// suiteKey is the cache key of the e2e.test and images the run used. Files written before
+// results.json had the field carry it only in the build string run.sh writes
+// ("..., e2e.test and images KEY"), so it is read from there.
+func (r *results) suiteKey() string {
+	if r.SuiteKey != "" {
+		return r.SuiteKey
+	}
+	const marker = "e2e.test and images "
+	i := strings.LastIndex(r.Build, marker)
+	if i < 0 {
+		return ""
+	}
+	key, _, _ := strings.Cut(r.Build[i+len(marker):], " ")
+	return key
 }
 
 // readResults returns nil for a file that does not exist: that run has not been made.
