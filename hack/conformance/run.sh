@@ -4,16 +4,19 @@
 # ginkgo and the suite's images (hack/conformance/build.sh), and with PROXY=kube-proxy
 # kube-proxy's image (hack/cluster/kube-proxy-image.sh); then brings the one-node cluster up
 # exactly as make cluster does (hack/cluster/run.sh conformance), deploys the proxy and CoreDNS,
-# and runs e2e.test on the host against it. A run of SELECTION services or sig-network into the
-# default REPORT is published: its results.json is copied to docs/conformance-results/ and
-# docs/conformance.md is generated again (test/apiserver/cmd/conformance-report). Its last line is
+# and runs e2e.test on the host against it. A run of SELECTION services, sig-network-services
+# or sig-network-others into the default REPORT is published: its results.json is copied to
+# docs/conformance-results/ and docs/conformance.md is generated again
+# (test/apiserver/cmd/conformance-report). Its last line is
 #   make conformance: N passed, M failed in T
 # and it exits 0 only when no selected spec failed.
 #
 # Environment (make conformance passes its variables through):
 #   SELECTION  services (default): the 15 [sig-network] Services [Conformance] specs;
 #              sig-network: focus \[sig-network\], skip the terms of
-#              hack/conformance/sig-network-skip.txt (each with its reason there)
+#              hack/conformance/sig-network-skip.txt (each with its reason there), in one run;
+#              sig-network-services and sig-network-others: the same specs in two runs, the
+#              "[sig-network] Services ..." ones and the rest (docs/conformance.md shows these)
 #   FOCUS   ginkgo's focus, in place of the selection's (the selection is then "custom")
 #   SKIP    ginkgo's skip, in place of the selection's
 #   PROXY   kube-ipvs (default; deploy/ as shipped) or kube-proxy (v1.37 in IPVS mode)
@@ -33,12 +36,17 @@ services)
   focus='\[sig-network\] Services.*\[Conformance\]'
   skip=''
   ;;
-sig-network)
-  focus='\[sig-network\]'
+sig-network | sig-network-services | sig-network-others)
   # One term per line, its reason after a tab; comments start with #.
-  skip=$(grep -v '^#' hack/conformance/sig-network-skip.txt | cut -f1 | paste -sd'|')
+  terms() { grep -v '^#' "$@" | cut -f1 | paste -sd'|'; }
+  focus='\[sig-network\]'
+  skip=$(terms hack/conformance/sig-network-skip.txt)
+  case $selection in
+  sig-network-services) focus='\[sig-network\] Services\s' ;;
+  sig-network-others) skip=$(terms hack/conformance/sig-network-skip.txt hack/conformance/sig-network-others-skip.txt) ;;
+  esac
   ;;
-*) echo "conformance: SELECTION=$selection: want services or sig-network" >&2; exit 2 ;;
+*) echo "conformance: SELECTION=$selection: want services, sig-network, sig-network-services or sig-network-others" >&2; exit 2 ;;
 esac
 if [[ -n ${FOCUS:-} || -n ${SKIP:-} ]]; then
   selection=custom
@@ -84,11 +92,14 @@ args=(--conformance "$conf" --report "$report" --proxy "$proxy" --focus "$focus"
 # build.
 export CONFORMANCE_BUILD="kube-ipvs $(git describe --always --dirty 2>/dev/null || echo unknown), e2e.test and images ${conf##*/}"
 
-# A run of a named selection into the default folder is published: its results.json goes to
+# A run of a published selection into the default folder is published: its results.json goes to
 # docs/conformance-results/SELECTION/PROXY.json and docs/conformance.md is generated again from
 # all four (the page shows the latest run of each selection and proxy, each with its build).
 publish=
-[[ $selection == custom || -n ${REPORT:-} ]] || publish=docs/conformance-results/$selection/$proxy.json
+# SELECTION=sig-network is not: the page shows its two halves, whose runs each fit in the
+# time this project's machines give a session (docs/conformance-build.md).
+[[ $selection == custom || $selection == sig-network || -n ${REPORT:-} ]] ||
+  publish=docs/conformance-results/$selection/$proxy.json
 rm -f "$report/results.json"
 set +e
 hack/cluster/run.sh conformance "${args[@]}" 2>&1 | tee "$report/run.log"

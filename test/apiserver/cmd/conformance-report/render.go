@@ -15,6 +15,7 @@ type selectionRuns struct {
 	KubeProxy *results
 	KubeIPVS  *results
 	Skip      []skipReason // why each term of the selection's skip is there
+	SkipFiles string       // the files of hack/conformance that hold Skip, as the page names them
 }
 
 // page is everything docs/conformance.md is made of.
@@ -153,7 +154,7 @@ func renderSelection(b *strings.Builder, s selectionRuns, ex []explanation) (une
 
 	if len(s.Skip) > 0 || len(excludedOf(s)) > 0 {
 		p("\n### %s: left out by the skip\n\nThe specs of the focus that the skip leaves out, by the term that matches them first\n", s.Key)
-		p("(hack/conformance/%s-skip.txt has each term and its reason).\n\n", s.Key)
+		p("(hack/conformance/%s: each term and its reason).\n\n", s.SkipFiles)
 		p("| term | why | specs |\n| --- | --- | --- |\n")
 		byTerm := map[string][]string{}
 		for _, e := range excludedOf(s) {

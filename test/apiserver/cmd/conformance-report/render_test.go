@@ -102,6 +102,8 @@ func TestRunReadsPublishedResults(t *testing.T) {
 	dir, hack := t.TempDir(), t.TempDir()
 	for _, f := range []struct{ path, text string }{
 		{filepath.Join(hack, "sig-network-skip.txt"), "Alpha\tgates\n"},
+		{filepath.Join(hack, "sig-network-others-skip.txt"), "Services\tthe other half\n"},
+		{filepath.Join(dir, "sig-network-others", "kube-proxy.json"), `{"proxy":"kube-proxy","passed":1,"skip":"Alpha|Services","specs":[{"name":"[sig-network] D","state":"passed"}],"excluded":[{"name":"[sig-network] Services x","term":"Services"}]}`},
 		{filepath.Join(hack, "explained.txt"), "# none\n"},
 		{filepath.Join(dir, "services", "kube-ipvs.json"), `{"proxy":"kube-ipvs","passed":15,"specs":[{"name":"[sig-network] S","state":"passed"}]}`},
 	} {
@@ -120,7 +122,10 @@ func TestRunReadsPublishedResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| services | kube-ipvs | **15** |", "| services | kube-proxy (IPVS) | not run |", "| [sig-network] S | not run | passed (0 s) |"} {
+	for _, want := range []string{"| services | kube-ipvs | **15** |", "| services | kube-proxy (IPVS) | not run |", "| [sig-network] S | not run | passed (0 s) |",
+		"| sig-network-services | kube-ipvs | not run |", "| sig-network-others | kube-proxy (IPVS) | **1** |",
+		"(hack/conformance/sig-network-skip.txt and sig-network-others-skip.txt: each term",
+		"| `Alpha` | gates | 0 |", "| `Services` | the other half | 1 |"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("page lacks %q:\n%s", want, b)
 		}
@@ -180,8 +185,10 @@ func TestReadNotes(t *testing.T) {
 // The hand-kept files of the repository parse.
 func TestRepositoryNotesParse(t *testing.T) {
 	hack := filepath.Join("..", "..", "..", "..", "hack", "conformance")
-	if _, err := readSkipReasons(filepath.Join(hack, "sig-network-skip.txt")); err != nil {
-		t.Error(err)
+	for _, f := range []string{"sig-network-skip.txt", "sig-network-others-skip.txt"} {
+		if _, err := readSkipReasons(filepath.Join(hack, f)); err != nil {
+			t.Error(err)
+		}
 	}
 	if _, err := readExplanations(filepath.Join(hack, "explained.txt")); err != nil {
 		t.Error(err)
