@@ -52,6 +52,7 @@ while read -r dir bin import; do
     status=1
     continue
   fi
+  echo "=== guest: package \$import"
   start=\$EPOCHREALTIME
   (cd "/payload/tests/\$dir" && "./\$bin" $(printf '%q ' "${args[@]}"))
   rc=\$?
