@@ -38,7 +38,7 @@ services)
   ;;
 sig-network | sig-network-services | sig-network-others)
   # One term per line, its reason after a tab; comments start with #.
-  terms() { grep -v '^#' "$@" | cut -f1 | paste -sd'|'; }
+  terms() { grep -hv '^#' "$@" | cut -f1 | paste -sd'|'; }
   focus='\[sig-network\]'
   skip=$(terms hack/conformance/sig-network-skip.txt)
   case $selection in
