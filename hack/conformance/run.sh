@@ -70,6 +70,16 @@ if [[ $proxy == kube-proxy ]]; then
   export CLUSTER_EXTRA_IMAGES
 fi
 echo "conformance: e2e.test and its images ready after $((SECONDS - start))s" >&2
+# A focus or skip that selects nothing (or not what was meant) shows here, in a second,
+# rather than after the cluster's bring-up: ginkgo's dry run counts the specs.
+dry=(--provider=skeleton --ginkgo.dry-run --ginkgo.no-color "--ginkgo.focus=$focus")
+[[ -z $skip ]] || dry+=("--ginkgo.skip=$skip")
+selected=$("$conf/e2e.test" "${dry[@]}" 2>&1 | sed -n 's/^Ran \([0-9]*\) of \([0-9]*\) Specs.*/\1 of \2/p')
+if [[ -z $selected || $selected == 0\ * ]]; then
+  echo "conformance: the focus and skip select no spec (ginkgo dry run: ${selected:-no count})" >&2
+  exit 2
+fi
+echo "conformance: the focus and skip select ${selected} specs (ginkgo dry run)" >&2
 export CLUSTER_CONFORMANCE_IMAGES=$conf/images
 # The node's memory; its lifetime (GUEST_TIMEOUT) is cluster-host's: the suite's timeout and
 # an hour more for the bring-up.
