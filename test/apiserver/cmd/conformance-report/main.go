@@ -50,10 +50,10 @@ func run(dir, hack, out string) error {
 		"a cloud or a route out cannot run (specs that need more nodes and would start their Pods\n" +
 		"before finding out are left out by name; the others skip themselves at run time and are\n" +
 		"listed with the reason they gave). `make conformance SELECTION=sig-network` runs it in one\n" +
-		"go; this page shows it in two halves, each run by both proxies on the same build, because\n" +
-		"one run of it with kube-proxy on the emulated node (about two and a half hours, after a\n" +
-		"first build of half an hour) does not fit in the three hours a job gets on this project's\n" +
-		"2-core machines (docs/conformance-build.md has the times)."
+		"go; this page shows it in two halves, each run by both proxies on the same build one after\n" +
+		"the other, because both proxies' runs of all of it on the emulated node do not fit, after a\n" +
+		"fresh machine's 40-minute build, in the three hours a job gets on this project's 2-core\n" +
+		"machines (docs/conformance-build.md has the times)."
 	pg := page{Explained: ex, Selections: []selectionRuns{
 		{
 			Key:   "services",
