@@ -38,12 +38,12 @@ services)
   ;;
 sig-network | sig-network-services | sig-network-others)
   # One term per line, its reason after a tab; comments start with #.
-  terms() { grep -hv '^#' "$@" | cut -f1 | paste -sd'|'; }
+  terms() { grep -v '^#' "$1" | cut -f1 | paste -sd'|'; }
   focus='\[sig-network\]'
   skip=$(terms hack/conformance/sig-network-skip.txt)
   case $selection in
   sig-network-services) focus='\[sig-network\] Services\s' ;;
-  sig-network-others) skip=$(terms hack/conformance/sig-network-skip.txt hack/conformance/sig-network-others-skip.txt) ;;
+  sig-network-others) skip+="|$(terms hack/conformance/sig-network-others-skip.txt)" ;;
   esac
   ;;
 *) echo "conformance: SELECTION=$selection: want services, sig-network, sig-network-services or sig-network-others" >&2; exit 2 ;;

@@ -37,7 +37,7 @@ func run(dir, hack, out string) error {
 	if err != nil {
 		return err
 	}
-	servicesHalf, err := readSkipReasons(filepath.Join(hack, "sig-network-others-skip.txt"))
+	othersSkip, err := readSkipReasons(filepath.Join(hack, "sig-network-others-skip.txt"))
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func run(dir, hack, out string) error {
 			Title: "[sig-network], second half: `make conformance SELECTION=sig-network-others`",
 			Intro: "Every other spec of the wide selection (the first half says what it is): the same focus\n" +
 				"and skip, and the first half's specs skipped as well.",
-			Skip:      append(append([]skipReason(nil), skip...), servicesHalf...),
+			Skip:      append(append([]skipReason(nil), skip...), othersSkip...),
 			SkipFiles: "sig-network-skip.txt and sig-network-others-skip.txt",
 		},
 	}}
