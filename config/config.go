@@ -80,8 +80,8 @@ type Settings struct {
 // define all of them; a test there can check it.
 func FlagNames() []string {
 	var names []string
-	for _, f := range ownFields {
-		names = append(names, f.flag)
+	for _, opt := range fileOptions {
+		names = append(names, opt.flag)
 	}
 	slices.Sort(names)
 	return names

@@ -464,6 +464,9 @@ func TestKubeProxyFieldTableIsCommitted(t *testing.T) {
 }
 
 func TestKubeProxyFieldsSortedAndDocumented(t *testing.T) {
+	var o Options
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	o.AddFlags(fs)
 	for i, f := range kubeProxyFields {
 		if i > 0 && kubeProxyFields[i-1].path >= f.path {
 			t.Errorf("kubeProxyFields: %q after %q: keep the entries sorted by path, one per field", f.path, kubeProxyFields[i-1].path)
@@ -476,6 +479,9 @@ func TestKubeProxyFieldsSortedAndDocumented(t *testing.T) {
 		}
 		if kpMappings[f.path] {
 			t.Errorf("%s is both a field and a mapping of fields", f.path)
+		}
+		if f.flag != "" && fs.Lookup(f.flag) == nil {
+			t.Errorf("%s sets --%s, which AddFlags does not define", f.path, f.flag)
 		}
 	}
 }

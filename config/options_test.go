@@ -38,6 +38,64 @@ func TestAddFlagsDefinesEveryFileSetting(t *testing.T) {
 	}
 }
 
+// optionTable is the one list of run settings: every field of Options is bound by exactly one
+// flag, every row has a file field unless it is one of the few flags no file sets, and a row
+// with a field has a parser.
+func TestOptionTableCoversOptions(t *testing.T) {
+	var o Options
+	fields := map[any]string{} // a pointer to each field of o (nested structs opened) -> its name
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		for i := range v.NumField() {
+			f, name := v.Field(i), prefix+v.Type().Field(i).Name
+			if f.Kind() == reflect.Struct {
+				walk(f, name+".")
+				continue
+			}
+			fields[f.Addr().Interface()] = name
+		}
+	}
+	walk(reflect.ValueOf(&o).Elem(), "")
+
+	fileless := []string{"config", "init-only", "iptables-backend", "mode", "once"}
+	bound := map[string]string{}
+	var noField []string
+	for _, opt := range optionTable {
+		name, ok := fields[opt.bind.target(&o)]
+		switch {
+		case !ok:
+			t.Errorf("--%s is bound to no field of Options", opt.flag)
+		case bound[name] != "":
+			t.Errorf("Options.%s is bound by --%s and --%s", name, bound[name], opt.flag)
+		default:
+			bound[name] = opt.flag
+		}
+		if opt.field == "" {
+			noField = append(noField, opt.flag)
+		}
+		if (opt.field == "") != (opt.parse == nil) {
+			t.Errorf("--%s: field %q; a row has a parser exactly when it has a field", opt.flag, opt.field)
+		}
+	}
+	for _, name := range fields {
+		if bound[name] == "" {
+			t.Errorf("Options.%s has no row in optionTable", name)
+		}
+	}
+	slices.Sort(noField)
+	if !slices.Equal(noField, fileless) {
+		t.Errorf("flags no KubeIPVSConfiguration field sets: %v, want %v (give a new row a field, and document it in deploy/configmap.yaml)", noField, fileless)
+	}
+
+	// AddFlags defines each row's flag, once (pflag panics on a name defined twice).
+	_, fs := optionsFlags(t)
+	n := 0
+	fs.VisitAll(func(*pflag.Flag) { n++ })
+	if n != len(optionTable) {
+		t.Errorf("AddFlags defines %d flags; optionTable has %d rows", n, len(optionTable))
+	}
+}
+
 func TestValidateParsesTheOptions(t *testing.T) {
 	o, _ := optionsFlags(t)
 	p, err := o.Validate()

@@ -5,71 +5,19 @@ import (
 	"net"
 	"slices"
 	"strings"
-
-	"github.com/kube-ipvs/kube-ipvs/healthcheck"
-	"github.com/kube-ipvs/kube-ipvs/metrics"
 )
 
-// ownField is one field of KubeIPVSConfiguration and the run flag it sets.
-type ownField struct {
-	name  string // the YAML field, camelCase
-	flag  string // the `kube-ipvs run` flag
-	parse parser
-}
-
-// ownFields is the KubeIPVSConfiguration format: one field per run flag (except --once,
-// --init-only and --lock-file, ways of running rather than settings), plus the settings that only
-// kube-proxy files had so far. deploy/configmap.yaml documents every field.
-var ownFields = []ownField{
-	{"kubeconfig", "kubeconfig", parseString},
-	{"manifests", "manifests", parseString},
-	{"hostnameOverride", "hostname-override", parseHostname},
-	{"scheduler", "scheduler", parseScheduler},
-	{"syncPeriod", "sync-period", parsePositiveDuration},
-	{"minSyncPeriod", "min-sync-period", parseDuration},
-	{"repairStep", "repair-step", parseCount},
-	{"nodePortAddresses", "nodeport-addresses", parseNodePortAddresses},
-	{"serviceNodePortRange", "service-node-port-range", parsePortRange},
-	{"dummyInterface", "dummy-interface", parseInterfaceName},
-	{"vipBinding", "vip-binding", parseVIPBinding},
-	{"gracefulTerminationTimeout", "graceful-termination-timeout", parseDuration},
-	{"ipvsTCPTimeout", "ipvs-tcp-timeout", parseDuration},
-	{"ipvsTCPFinTimeout", "ipvs-tcpfin-timeout", parseDuration},
-	{"ipvsUDPTimeout", "ipvs-udp-timeout", parseDuration},
-	{"strictARP", "strict-arp", parseBool},
-	{"ipvsRateEstimation", "ipvs-rate-estimation", parseRateEstimation},
-	{"healthzBindAddress", "healthz-bind-address", bindAddress(defaultPort(healthcheck.DefaultProxyHealthAddress))},
-	{"metricsBindAddress", "metrics-bind-address", bindAddress(defaultPort(metrics.DefaultAddress))},
-	{"stateSocket", "state-socket", parseString},
-	{"handoverFile", "handover-file", parseString},
-	{"logLevel", "log-level", parseLogLevel},
-	{"clusterCIDR", FlagClusterCIDR, parseClusterCIDR},
-	{"masqueradeAll", FlagMasqueradeAll, parseBool},
-	{"excludeCIDRs", FlagExcludeCIDRs, parseCIDRList},
-	{"serviceCIDRs", FlagServiceCIDR, parseServiceCIDRs},
-	{"cleanupKubeProxy", FlagCleanupKubeProxy, parseBool},
-	{"detectLocalMode", "detect-local-mode", parseDetectLocalMode},
-	{"podBridgeInterface", "pod-bridge-interface", orEmpty(parseInterfaceName)},
-	{"podInterfaceNamePrefix", "pod-interface-name-prefix", orEmpty(parseInterfacePrefix)},
-	{"masqueradeBit", "iptables-masquerade-bit", parseMasqueradeBit},
-	{"bindAddress", "bind-address", parseBindAddress},
-	{"bindAddressHardFail", "bind-address-hard-fail", parseBool},
-	{"kubeAPIQPS", "kube-api-qps", parseQPS},
-	{"kubeAPIBurst", "kube-api-burst", parseCount},
-	{"kubeAPIContentType", "kube-api-content-type", parseString},
-	{"kubeAPIAcceptContentTypes", "kube-api-accept-content-types", parseString},
-	{"configSyncPeriod", "config-sync-period", parseDuration},
-	{"conntrackMaxPerCore", "conntrack-max-per-core", parseInt32Count},
-	{"conntrackMin", "conntrack-min", parseInt32Count},
-	{"conntrackTCPEstablishedTimeout", "conntrack-tcp-timeout-established", parseDuration},
-	{"conntrackTCPCloseWaitTimeout", "conntrack-tcp-timeout-close-wait", parseDuration},
-	{"conntrackTCPBeLiberal", "conntrack-tcp-be-liberal", parseBool},
-	{"conntrackUDPTimeout", "conntrack-udp-timeout", parseDuration},
-	{"conntrackUDPStreamTimeout", "conntrack-udp-timeout-stream", parseDuration},
-	{"oomScoreAdj", "oom-score-adj", parseOOMScoreAdj},
-	{"loggingFormat", "logging-format", parseLogFormat},
-	{"verbosity", "v", parseInt32Count},
-}
+// fileOptions are the options a KubeIPVSConfiguration sets, one field each: optionTable's
+// rows with a field. deploy/configmap.yaml documents every field.
+var fileOptions = func() []option {
+	var l []option
+	for _, opt := range optionTable {
+		if opt.field != "" {
+			l = append(l, opt)
+		}
+	}
+	return l
+}()
 
 // orEmpty also takes "", a setting left empty (the field's default).
 func orEmpty(p parser) parser {
@@ -90,11 +38,11 @@ func defaultPort(addr string) string {
 }
 
 // FieldNames lists the fields of KubeIPVSConfiguration (besides apiVersion and kind), in the
-// order deploy/configmap.yaml documents them.
+// order of their flags in `kube-ipvs run --help`.
 func FieldNames() []string {
-	names := make([]string, len(ownFields))
-	for i, f := range ownFields {
-		names[i] = f.name
+	names := make([]string, len(fileOptions))
+	for i, opt := range fileOptions {
+		names[i] = opt.field
 	}
 	return names
 }
@@ -107,7 +55,7 @@ func parseOwn(doc map[string]any) (*Settings, []string, error) {
 		if name == "apiVersion" || name == "kind" {
 			continue
 		}
-		i := slices.IndexFunc(ownFields, func(f ownField) bool { return f.name == name })
+		i := slices.IndexFunc(fileOptions, func(opt option) bool { return opt.field == name })
 		if i < 0 {
 			problems = append(problems, unknownOwnField(name))
 			continue
@@ -116,12 +64,12 @@ func parseOwn(doc map[string]any) (*Settings, []string, error) {
 		if v == nil {
 			continue // null: as if left out
 		}
-		val, err := ownFields[i].parse(name, v)
+		val, err := fileOptions[i].parse(name, v)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
-		s.Values[ownFields[i].flag] = val
+		s.Values[fileOptions[i].flag] = val
 	}
 	if len(problems) > 0 {
 		return nil, nil, fmt.Errorf("%s", strings.Join(problems, "; "))
@@ -133,9 +81,9 @@ func parseOwn(doc map[string]any) (*Settings, []string, error) {
 // or in its dashes (a flag name), suggests that one.
 func unknownOwnField(name string) string {
 	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "-", "")) }
-	for _, f := range ownFields {
-		if norm(f.name) == norm(name) || f.flag == name {
-			return fmt.Sprintf("unknown field %q (did you mean %q?)", name, f.name)
+	for _, opt := range fileOptions {
+		if norm(opt.field) == norm(name) || opt.flag == name {
+			return fmt.Sprintf("unknown field %q (did you mean %q?)", name, opt.field)
 		}
 	}
 	return fmt.Sprintf("unknown field %q (%s fields: %s)", name, Kind, strings.Join(FieldNames(), ", "))

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -22,8 +23,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-ipvs/kube-ipvs/config"
-	"github.com/kube-ipvs/kube-ipvs/healthcheck"
-	"github.com/kube-ipvs/kube-ipvs/metrics"
 )
 
 const namespace = "kube-system"
@@ -317,18 +316,30 @@ func TestConfigMapHoldsAValidCompleteConfiguration(t *testing.T) {
 	if got, want := slices.Sorted(maps.Keys(raw)), slices.Sorted(slices.Values(config.FieldNames())); !slices.Equal(got, want) {
 		t.Errorf("config.yaml fields %v, want every field %v", got, want)
 	}
-	// The defaults shown are the defaults.
-	for flag, want := range map[string]string{
-		"healthz-bind-address": healthcheck.DefaultProxyHealthAddress,
-		"metrics-bind-address": metrics.DefaultAddress,
-		"scheduler":            "rr",
-		"sync-period":          "30s",
-		"min-sync-period":      "1s",
-		"dummy-interface":      "kube-ipvs0",
+	// The defaults shown are the defaults: the file read into fresh run options changes
+	// nothing, for every field, but where deploy/ chooses otherwise.
+	var defaults, fromFile config.Options
+	dfs := pflag.NewFlagSet("defaults", pflag.ContinueOnError)
+	defaults.AddFlags(dfs)
+	for flag, v := range map[string]string{
+		"handover-file": "/run/kube-ipvs/ipvs-handover", // deploy/ keeps a handover in the host's /run
+		"bind-address":  "",                             // bindAddress 0.0.0.0 is read as unset, as kube-proxy does
 	} {
-		if s.Values[flag] != want {
-			t.Errorf("config.yaml gives --%s %q; the default is %q", flag, s.Values[flag], want)
+		if err := dfs.Set(flag, v); err != nil {
+			t.Fatal(err)
 		}
+	}
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fromFile.AddFlags(fs)
+	if err := config.ApplyToFlags(s, fs); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromFile, defaults) {
+		fs.VisitAll(func(f *pflag.Flag) {
+			if want := dfs.Lookup(f.Name).Value.String(); f.Value.String() != want {
+				t.Errorf("config.yaml gives --%s %q; want %q, the default", f.Name, f.Value, want)
+			}
+		})
 	}
 	// The probes reach the health server.
 	_, port, err := net.SplitHostPort(s.Values["healthz-bind-address"])
