@@ -82,7 +82,7 @@ func scaleService(i int) (*v1.Service, *discoveryv1.EndpointSlice) {
 }
 
 // expected counts the entries each set must hold for Services 0..n-1, from the Service
-// specs (not from AppendMembers): one per port and address, as the issue demands.
+// specs rather than AppendMembers, so that it checks that code: one per port and address.
 func expected(n int) map[firewall.SetName]int {
 	c := map[firewall.SetName]int{}
 	for i := range n {

@@ -75,7 +75,7 @@ func TestAllLoadedIsUsableAndLoadsNothing(t *testing.T) {
 			t.Errorf("modprobe ran although everything was loaded: %s", op)
 		}
 	}
-	// Every module the issue names has a row, in this order.
+	// Every module IPVS mode needs (with the default scheduler, rr) has a row, in this order.
 	var mods []string
 	for _, c := range r.Checks {
 		if m, ok := strings.CutPrefix(c.Name, "module "); ok {

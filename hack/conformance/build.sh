@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prints the folder holding what the conformance run (issue 33) needs, building it on first use,
-# with no registry and nothing to pull at run time:
+# Prints the folder holding what make conformance (hack/conformance/run.sh) needs to run
+# Kubernetes' e2e specs on the cluster, building it on first use, with no registry and nothing
+# to pull at run time:
 #   e2e.test   `go test -c k8s.io/kubernetes/test/e2e` of v1.37.2 (module test/e2etest), its
 #              version stamped as upstream's build does (e2e.test --version says v1.37.2)
 #   ginkgo     ginkgo's CLI of the same module, to run e2e.test's specs in parallel

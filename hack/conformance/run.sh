@@ -106,8 +106,8 @@ export CONFORMANCE_BUILD="kube-ipvs $(git describe --always --dirty 2>/dev/null 
 # docs/conformance-results/SELECTION/PROXY.json and docs/conformance.md is generated again from
 # all four (the page shows the latest run of each selection and proxy, each with its build).
 publish=
-# SELECTION=sig-network is not: the page shows its two halves, whose runs each fit in the
-# time this project's machines give a session (docs/conformance-build.md).
+# SELECTION=sig-network is not: the page shows its two halves, each run by both proxies within
+# one 3-hour job on this project's machines (docs/conformance-build.md).
 [[ $selection == custom || $selection == sig-network || -n ${REPORT:-} ]] ||
   publish=docs/conformance-results/$selection/$proxy.json
 rm -f "$report/results.json"

@@ -16,18 +16,19 @@ import (
 //
 // Why: the wrapper tells the scheduler the goroutine is in a system call, and sysmon hands
 // its P to another thread when the call takes longer than about 20 µs while other
-// goroutines wait. Under emulation a dump request always takes longer (the kernel answers it
-// within the send, at 0.2-0.5 ms), so a whole listing with several readers spent as much
-// time handing Ps between threads as reading: 14,000 virtual servers read through two
-// sockets took 6.4 s that way and 3.1 s raw, through four 5.4 s and 2.7 s (a guest probe of
-// 2026-12-02, not kept).
+// goroutines wait. The kernel answers a netlink dump request within the send, so the send
+// takes longer than that whenever the kernel is slow to build the first answers (under
+// emulation every request is, at 0.2-0.5 ms). A listing through several sockets then hands
+// its Ps between threads on every request, which costs as much as the reading itself
+// (about half of a listing's time under emulation); a raw call keeps the P and reads at the
+// kernel's pace.
 //
 // Raw calls are right only where the call never waits (a listing in the background receives
-// through Recv): the socket is non-blocking (a receive
-// with nothing queued returns EAGAIN, and the wait for an answer is a normal poll), and the
-// kernel handles a request to a netlink socket within the send. Batched writes keep the
-// wrapper: a send of hundreds of writes runs for milliseconds, and a raw call would hold
-// the P, and any stop-the-world, that long.
+// through Recv): the socket is non-blocking (a receive with nothing queued returns EAGAIN,
+// and the wait for an answer is a normal poll), and the kernel handles a request to a
+// netlink socket within the send. Batched writes keep the wrapper: a send of hundreds of
+// writes runs for milliseconds, and a raw call would hold the P, and any stop-the-world,
+// that long.
 
 // QuickWrite writes b to fd in one raw system call.
 func QuickWrite(fd int, b []byte) error {

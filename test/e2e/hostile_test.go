@@ -14,8 +14,8 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/test/netnstest"
 )
 
-// Proofs that one Service's input cannot widen another's filter or cut the node off (the
-// bugs of the issue "One dataplane seam"), with real traffic.
+// Proofs, with real traffic, that one Service's input cannot widen another's filter or cut the
+// node off.
 
 // inNamespace moves a manifest generated for namespace e2e into ns.
 func inNamespace(doc, ns string) string {
