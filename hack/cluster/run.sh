@@ -8,6 +8,8 @@
 # and CoreDNS and runs the checks; exits with their status. PROXY=kube-proxy (make cluster and
 # make cluster-test) runs the checks that apply to it with kube-proxy v1.37 in IPVS mode in
 # place of kube-ipvs (hack/cluster/kube-proxy), the reference they are compared with.
+# NODES=N (default 1) runs N nodes in the guest (docs/cluster.md); a number the guest's
+# memory cannot hold stops the run before anything is built.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../guest/common.sh"
 cd "$REPO_ROOT"
@@ -16,6 +18,16 @@ start=$SECONDS
 export CLUSTER_T0=${CLUSTER_T0:-$(date +%s)}
 checks=${1:-smoke}
 shift || true
+
+stage=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-cluster-stage.XXXXXX")
+tools=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-cluster-tools.XXXXXX")
+trap 'rm -rf "$stage" "$tools"' EXIT
+(cd test/apiserver && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$tools/cluster-host" ./cmd/cluster-host) ||
+  die "building test/apiserver/cmd/cluster-host failed"
+nodes=${NODES:-1}
+# The guest memory N nodes need, or why N cannot run here.
+need=$("$tools/cluster-host" --checks validate --nodes "$nodes") || exit 2
+export GUEST_MEM=${GUEST_MEM:-$need}
 
 "$REPO_ROOT/hack/deps.sh"
 bin=$("$REPO_ROOT/hack/cluster/binaries.sh")
@@ -27,9 +39,6 @@ if [[ $checks != conformance && ${PROXY:-kube-ipvs} != kube-ipvs ]]; then
   proxy=(--proxy kube-proxy)
 fi
 
-stage=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-cluster-stage.XXXXXX")
-tools=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-cluster-tools.XXXXXX")
-trap 'rm -rf "$stage" "$tools"' EXIT
 mkdir -p "$stage/payload/images" "$stage/usr/local/bin" "$stage/opt/cni/bin"
 for b in containerd containerd-shim-runc-v2 ctr runc kubelet; do
   cp "$bin/$b" "$stage/usr/local/bin/"
@@ -53,12 +62,14 @@ if [[ -n ${CLUSTER_CONFORMANCE_IMAGES:-} ]]; then
   cp "$CLUSTER_CONFORMANCE_IMAGES"/*.tar "$stage/payload/images/conformance/"
 fi
 install -m 0755 hack/cluster/node.sh "$stage/payload/entry"
-(cd test/apiserver && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$tools/cluster-host" ./cmd/cluster-host) ||
-  die "building test/apiserver/cmd/cluster-host failed"
+install -m 0755 hack/cluster/node-init.sh "$stage/payload/node-init"
+# util-linux's unshare (it needs only the C library, which the guest has): busybox's cannot
+# make a cgroup namespace, which each node has.
+cp /usr/bin/unshare "$stage/usr/local/bin/"
 (cd test/apiserver && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$stage/payload/cluster-node" ./cmd/cluster-node) ||
   die "building test/apiserver/cmd/cluster-node failed"
 echo "cluster: binaries, images and payload ($(du -sm "$stage" | cut -f1) MiB) ready after $((SECONDS - start))s" >&2
 
 # Its last line is the result: "make cluster[-test]: N passed, M failed in T" (make
 # conformance: "make conformance: ...").
-"$tools/cluster-host" --bin "$bin" --repo "$REPO_ROOT" --stage "$stage" --checks "$checks" "${proxy[@]}" "$@"
+"$tools/cluster-host" --bin "$bin" --repo "$REPO_ROOT" --stage "$stage" --checks "$checks" --nodes "$nodes" "${proxy[@]}" "$@"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -21,10 +20,11 @@ type checker struct {
 	passed, failed int
 
 	// Learned along the way.
-	podCIDR  *net.IPNet
-	echoIP   string            // the echo Service's ClusterIP
-	echoPods map[string]string // the echo Deployment's Pods: name -> IP
-	proxyLog []string          // logs of kube-ipvs Pods gone by (checked at the end)
+	echoIP string // the echo Service's ClusterIP
+	// The address of the node the client Pod runs on: whose IPVS table its requests meet.
+	clientNode string
+	echoPods   map[string]string // the echo Deployment's Pods: name -> IP
+	proxyLog   []string          // logs of kube-ipvs Pods gone by (checked at the end)
 }
 
 // step is one check. A gate that fails stops the run: what follows needs it.
@@ -66,20 +66,35 @@ func (c *checker) steps(all bool) []step {
 		{"a client Pod reaches all three through the ClusterIP", false, c.clusterIP},
 		{"a client Pod reaches all three by the Service's DNS names", false, c.dnsName},
 		{"the NodePort answers on the node", false, c.nodePortFromNode},
-		{"the NodePort answers from outside the node", false, c.nodePortFromOutside},
+		{"every node's NodePort answers from outside the cluster", false, c.nodePortFromOutside},
+	}
+	multi := len(c.h.nodes) > 1
+	if multi {
+		s = append(s,
+			step{"a Pod on each other node behind the far Service, one behind the Local policies", false, c.deployCrossNode},
+			step{"a client Pod reaches the far Service's Pods on the other nodes by ClusterIP and DNS names", false, c.crossNodeService})
+	}
+	if multi && all {
+		s = append(s, step{"externalTrafficPolicy and internalTrafficPolicy Local across nodes behave as kube-proxy's", false, c.trafficPolicyLocal})
 	}
 	if ours {
 		s = append(s,
 			step{"kube-ipvs list and ipvsadm -Ln in the kube-ipvs Pod show the Services", false, c.proxyTools},
-			step{"/healthz and /metrics of kube-ipvs answer", false, c.healthAndMetrics})
+			step{"/healthz and /metrics of kube-ipvs answer on every node", false, c.healthAndMetrics})
 	}
 	if all && ours {
-		s = append(s, step{"a held connection survives a rolling update and a re-created Pod, which write nothing", false, c.updateAndRecreate})
+		s = append(s,
+			step{"connections held through every node survive a rolling update and a re-created Pod, which write nothing", false, c.updateAndRecreate},
+			step{"traffic through a node goes on while its kube-ipvs is SIGKILLed, and the restarted one writes nothing", false, c.killProxy})
 	}
 	if all {
 		s = append(s, step{"the IPVS table follows a scale to 10 and back to 3, with no failed request", false, c.scale})
 	}
-	s = append(s, step{c.h.proxy + "'s sync times", false, c.syncTimes})
+	if all && multi {
+		s = append(s, step{"kubectl drain of a node with backends fails no request from another node", false, c.drain})
+	}
+	s = append(s, step{c.h.proxy + "'s sync times", false, c.syncTimes},
+		step{"what each node costs the guest", false, c.nodeCost})
 	if ours {
 		s = append(s, step{"the kube-ipvs logs show no error", false, c.logsClean})
 	}

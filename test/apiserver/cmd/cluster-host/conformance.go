@@ -81,23 +81,25 @@ func (c *checker) deployKubeProxy(ctx context.Context) (string, error) {
 		return "", err
 	}
 	n := &noter{boot: c.boot}
-	var name, image string
-	if err := controlplane.Poll(10*time.Minute, "a Ready kube-proxy Pod", func() bool {
+	var names []string
+	var image string
+	if err := controlplane.Poll(10*time.Minute, "a Ready kube-proxy Pod on every node", func() bool {
 		pods, err := c.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector})
 		if err != nil {
 			n.note("kube-proxy Pods: " + err.Error())
 			return false
 		}
 		var states []string
+		names = nil
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			states = append(states, p.Name+" "+podState(p))
-			if podReady(p) {
-				name, image = p.Name, p.Spec.Containers[0].Image
+			if podReady(p) && p.DeletionTimestamp == nil {
+				names, image = append(names, p.Name+" on "+p.Spec.NodeName), p.Spec.Containers[0].Image
 			}
 		}
 		n.note("kube-proxy Pods: " + strings.Join(states, "; "))
-		return name != ""
+		return len(names) == len(c.h.nodes)
 	}); err != nil {
 		return "", err
 	}
@@ -106,11 +108,13 @@ func (c *checker) deployKubeProxy(ctx context.Context) (string, error) {
 		return "", err
 	}
 	vs := fmt.Sprintf("%s:%d", kube.Spec.ClusterIP, kube.Spec.Ports[0].Port)
-	if err := controlplane.Poll(2*time.Minute, "kube-proxy's IPVS virtual server "+vs, func() bool {
-		rep, err := c.h.onNode(ctx, 10*time.Second, "ipvsadm", "-Ln", "-t", vs)
-		return err == nil && rep.Exit == 0
-	}); err != nil {
-		return "", err
+	for _, node := range c.h.nodes {
+		if err := controlplane.Poll(2*time.Minute, "kube-proxy's IPVS virtual server "+vs+" on "+node.name, func() bool {
+			rep, err := c.h.onNode(ctx, node.ip, 10*time.Second, "ipvsadm", "-Ln", "-t", vs)
+			return err == nil && rep.Exit == 0
+		}); err != nil {
+			return "", err
+		}
 	}
 	if ds, err := c.cs.AppsV1().DaemonSets("kube-system").List(ctx, metav1.ListOptions{}); err == nil {
 		for _, d := range ds.Items {
@@ -119,8 +123,8 @@ func (c *checker) deployKubeProxy(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	return fmt.Sprintf("Pod %s Ready %s after kubectl apply -k (image %s, IPVS mode, %s programmed; no kube-ipvs)",
-		name, time.Since(t).Round(time.Second), image, vs), nil
+	return fmt.Sprintf("Pods %s Ready %s after kubectl apply -k (image %s, IPVS mode, %s programmed on every node; no kube-ipvs)",
+		strings.Join(names, ", "), time.Since(t).Round(time.Second), image, vs), nil
 }
 
 // conformanceImages waits until the node has imported every image of the suite (node.sh
@@ -138,27 +142,29 @@ func (c *checker) conformanceImages(ctx context.Context) (string, error) {
 	}
 	t := time.Now()
 	n := &noter{boot: c.boot}
-	err = controlplane.Poll(15*time.Minute, "the conformance images on the node", func() bool {
-		rep, err := c.h.onNode(ctx, 30*time.Second, "ctr", "-n", "k8s.io", "images", "ls", "-q")
-		if err != nil {
-			n.note(err.Error())
-			return false
-		}
-		have := map[string]bool{}
-		for _, l := range strings.Fields(rep.Output) {
-			have[l] = true
-		}
-		var missing []string
-		for _, w := range want {
-			if !have[w] {
-				missing = append(missing, w)
+	for _, node := range c.h.nodes {
+		err = controlplane.Poll(15*time.Minute, "the conformance images on "+node.name, func() bool {
+			rep, err := c.h.onNode(ctx, node.ip, 30*time.Second, "ctr", "-n", "k8s.io", "images", "ls", "-q")
+			if err != nil {
+				n.note(err.Error())
+				return false
 			}
+			have := map[string]bool{}
+			for _, l := range strings.Fields(rep.Output) {
+				have[l] = true
+			}
+			var missing []string
+			for _, w := range want {
+				if !have[w] {
+					missing = append(missing, w)
+				}
+			}
+			n.note(fmt.Sprintf("%s: %d of %d imported; waiting for %s", node.name, len(want)-len(missing), len(want), strings.Join(missing, " ")))
+			return len(missing) == 0
+		})
+		if err != nil {
+			return "", err
 		}
-		n.note(fmt.Sprintf("%d of %d imported; waiting for %s", len(want)-len(missing), len(want), strings.Join(missing, " ")))
-		return len(missing) == 0
-	})
-	if err != nil {
-		return "", err
 	}
 	return fmt.Sprintf("%d images (%s) after waiting %s", len(want), strings.Join(want, " "), time.Since(t).Round(time.Second)), nil
 }

@@ -26,7 +26,7 @@ func (c *checker) deployProxy(ctx context.Context) (string, error) {
 	if _, _, err := c.h.kubectl(ctx, "apply", "-k", filepath.Join(c.h.repo, "hack/cluster/kube-ipvs")); err != nil {
 		return "", err
 	}
-	pod, err := c.waitProxyPod(ctx, "", "kube-ipvs:cluster")
+	pods, err := c.waitProxyPods(ctx, "kube-ipvs:cluster")
 	if err != nil {
 		return "", err
 	}
@@ -37,17 +37,23 @@ func (c *checker) deployProxy(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	return fmt.Sprintf("Pod %s Ready %s after kubectl apply -k (image kube-ipvs:cluster, no kube-proxy)",
-		pod.Name, time.Since(t).Round(time.Second)), nil
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name+" on "+p.Spec.NodeName)
+	}
+	return fmt.Sprintf("Pods %s Ready %s after kubectl apply -k (image kube-ipvs:cluster, no kube-proxy)",
+		strings.Join(names, ", "), time.Since(t).Round(time.Second)), nil
 }
 
-// waitProxyPod waits until the one kube-ipvs Pod is Ready, is not the Pod named old, and runs
-// image; it returns that Pod.
-func (c *checker) waitProxyPod(ctx context.Context, old, image string) (*corev1.Pod, error) {
+// waitProxyPod waits until the kube-ipvs Pod on node is Ready, is not the Pod named old, and
+// runs image, and no other kube-ipvs Pod is on that node; it returns that Pod.
+func (c *checker) waitProxyPod(ctx context.Context, node, old, image string) (*corev1.Pod, error) {
 	n := &noter{boot: c.boot}
 	var ready *corev1.Pod
-	err := controlplane.Poll(10*time.Minute, "a Ready kube-ipvs Pod running "+image, func() bool {
-		pods, err := c.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: proxySelector})
+	err := controlplane.Poll(10*time.Minute, "a Ready kube-ipvs Pod on "+node+" running "+image, func() bool {
+		ready = nil
+		pods, err := c.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: proxySelector,
+			FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			n.note("kube-ipvs Pods: " + err.Error())
 			return false
@@ -60,10 +66,24 @@ func (c *checker) waitProxyPod(ctx context.Context, old, image string) (*corev1.
 				ready = p
 			}
 		}
-		n.note("kube-ipvs Pods: " + strings.Join(states, "; "))
+		n.note("kube-ipvs Pods on " + node + ": " + strings.Join(states, "; "))
 		return ready != nil && len(pods.Items) == 1
 	})
 	return ready, err
+}
+
+// waitProxyPods waits for a Ready kube-ipvs Pod running image on every node and returns them
+// in the nodes' order.
+func (c *checker) waitProxyPods(ctx context.Context, image string) ([]*corev1.Pod, error) {
+	var pods []*corev1.Pod
+	for _, node := range c.h.nodes {
+		p, err := c.waitProxyPod(ctx, node.name, "", image)
+		if err != nil {
+			return nil, err
+		}
+		pods = append(pods, p)
+	}
+	return pods, nil
 }
 
 // deployDNS applies hack/cluster/manifests/coredns.yaml with the version of the CoreDNS
@@ -146,6 +166,14 @@ func (c *checker) deployWorkload(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
+	if _, err := c.nodeClients(ctx); err != nil {
+		return "", err
+	}
+	client, err := c.cs.CoreV1().Pods("default").Get(ctx, "client", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	c.clientNode = client.Status.HostIP
 	svc, err := c.cs.CoreV1().Services("default").Get(ctx, "echo", metav1.GetOptions{})
 	if err != nil {
 		return "", err
@@ -160,13 +188,36 @@ func (c *checker) deployWorkload(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if !c.podCIDR.Contains(parseIP(p.Status.PodIP)) {
-			return "", fmt.Errorf("Pod %s has IP %s, outside the podCIDR %s", name, p.Status.PodIP, c.podCIDR)
+		node, ok := c.h.nodeOf(p.Spec.NodeName)
+		if !ok || node.podCIDR == nil || !node.podCIDR.Contains(parseIP(p.Status.PodIP)) {
+			return "", fmt.Errorf("Pod %s on %s has IP %s, outside its node's podCIDR %v", name, p.Spec.NodeName, p.Status.PodIP, node.podCIDR)
 		}
+		starts = append(starts, p.Spec.NodeName)
 		starts = append(starts, readyAfter(p).String())
 	}
 	sort.Strings(starts)
 	return fmt.Sprintf("ClusterIP %s; Pods %s; created to Ready in %s", c.echoIP, c.podList(), strings.Join(starts, ", ")), nil
+}
+
+// nodeClients waits for the clients DaemonSet's Pod on every node to run and returns their
+// names by node.
+func (c *checker) nodeClients(ctx context.Context) (map[string]string, error) {
+	byNode := map[string]string{}
+	err := controlplane.Poll(5*time.Minute, "a clients Pod running on every node", func() bool {
+		pods, err := c.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=clients"})
+		if err != nil {
+			return false
+		}
+		clear(byNode)
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				byNode[p.Spec.NodeName] = p.Name
+			}
+		}
+		return len(byNode) == len(c.h.nodes)
+	})
+	return byNode, err
 }
 
 // readEchoPods records the echo Deployment's ready, not terminating Pods.

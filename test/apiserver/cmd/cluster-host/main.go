@@ -57,11 +57,9 @@ import (
 )
 
 const (
-	nodeName  = "kipvs-node"
-	nodeIP    = "10.0.2.15"
 	guestCtl  = "10.0.2.100:7000"
-	proxyPort = 8132 // cluster-node connect-proxy
-	agentPort = 8133 // cluster-node agent
+	proxyPort = 8132 // cluster-node connect-proxy, on routerIP
+	agentPort = 8133 // cluster-node agent, on routerIP and on every node's address
 )
 
 func logf(format string, a ...any) {
@@ -81,6 +79,21 @@ func run() int {
 	proxy := flag("proxy")
 	if proxy == "" {
 		proxy = "kube-ipvs"
+	}
+	maxMem, err := guestMemMax()
+	if err != nil {
+		logf("%v", err)
+		return 2
+	}
+	nNodes, err := parseNodes(flag("nodes"), maxMem)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cluster-host: %v\n", err)
+		return 2
+	}
+	if checks == "validate" {
+		// run.sh asks before it builds anything: the guest memory the nodes need.
+		fmt.Println(guestMemMiB(nNodes))
+		return 0
 	}
 	var conf *conformance
 	if checks == "conformance" {
@@ -126,7 +139,8 @@ func run() int {
 		logf("%v", err)
 		return 1
 	}
-	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage, all: checks == "all", proxy: proxy, conf: conf}
+	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage, all: checks == "all",
+		proxy: proxy, conf: conf, nodes: layout(nNodes)}
 	defer func() {
 		h.StopAll()
 		if os.Getenv("CLUSTER_KEEP") != "" {
@@ -162,6 +176,9 @@ func run() int {
 	} else if proxy != "kube-ipvs" {
 		target += " PROXY=" + proxy
 	}
+	if conf == nil && nNodes != 1 {
+		target += fmt.Sprintf(" NODES=%d", nNodes)
+	}
 	fmt.Printf("%s: %s%s\n", target, summary, took)
 	return rc
 }
@@ -183,11 +200,12 @@ func flag(name string) string {
 type host struct {
 	*controlplane.Plane
 	repo, stage string
-	all         bool         // run every check, not only the smoke set
-	proxy       string       // the service proxy deployed: kube-ipvs or kube-proxy
-	conf        *conformance // make conformance's run instead of the checks
-	adminKC     string       // the admin's kubeconfig, for kubectl
-	fwdPort     int          // the host's end of the QEMU hostfwd to the guest's CONNECT proxy
+	all         bool          // run every check, not only the smoke set
+	proxy       string        // the service proxy deployed: kube-ipvs or kube-proxy
+	conf        *conformance  // make conformance's run instead of the checks
+	nodes       []clusterNode // the nodes in the guest (layout.go), in order
+	adminKC     string        // the admin's kubeconfig, for kubectl
+	fwdPort     int           // the host's end of the QEMU hostfwd to the guest's CONNECT proxy
 
 	checker *checker
 
@@ -304,9 +322,13 @@ egressSelections:
 	}
 	guestAPIHost := strings.Split(controlplane.GuestAPI, ":")[0]
 	gnet := fmt.Sprintf("-netdev user,id=n0,restrict=on,guestfwd=tcp:%s-cmd:%s,guestfwd=tcp:%s:%d-cmd:%s,guestfwd=tcp:%s-cmd:%s,hostfwd=tcp:127.0.0.1:%d-%s:%d -device virtio-net-pci,netdev=n0,romfile=",
-		controlplane.GuestAPI, apiFwd, guestAPIHost, h.APIPort, apiFwd, guestCtl, ctlFwd, h.fwdPort, nodeIP, proxyPort)
-	logf("booting the node (network: restrict=on; guest -> %s and :%d, %s; host 127.0.0.1:%d -> %s:%d)",
-		controlplane.GuestAPI, h.APIPort, guestCtl, h.fwdPort, nodeIP, proxyPort)
+		controlplane.GuestAPI, apiFwd, guestAPIHost, h.APIPort, apiFwd, guestCtl, ctlFwd, h.fwdPort, routerIP, proxyPort)
+	var names []string
+	for _, n := range h.nodes {
+		names = append(names, fmt.Sprintf("%s %s %s", n.name, n.ip, n.zone))
+	}
+	logf("booting the guest with %d node(s): %s (network: restrict=on; guest -> %s and :%d, %s; host 127.0.0.1:%d -> %s:%d)",
+		len(h.nodes), strings.Join(names, ", "), controlplane.GuestAPI, h.APIPort, guestCtl, h.fwdPort, routerIP, proxyPort)
 	g := exec.Command(filepath.Join(h.repo, "hack/guest/boot.sh"), h.stage)
 	guestTimeout := "1500"
 	if h.conf != nil {
@@ -317,7 +339,7 @@ egressSelections:
 	}
 	g.Env = append(os.Environ(), "GUEST_NET="+gnet,
 		"GUEST_TIMEOUT="+controlplane.EnvOr("GUEST_TIMEOUT", guestTimeout),
-		"GUEST_MEM="+controlplane.EnvOr("GUEST_MEM", "4096"),
+		"GUEST_MEM="+controlplane.EnvOr("GUEST_MEM", strconv.Itoa(guestMemMiB(len(h.nodes)))),
 		// The node runs for hours with both host cores saturated: a kernel report of a soft
 		// lockup there goes to the console (and the run's log) without ending a run that
 		// may well recover; the test guests panic on one instead (boot.sh).
@@ -387,13 +409,18 @@ func (h *host) certs() error {
 	if err := h.Certs(); err != nil {
 		return err
 	}
-	for _, c := range []struct{ file, cn, group string }{
+	certs := []struct{ file, cn, group string }{
 		{"controller-manager", "system:kube-controller-manager", ""},
 		{"scheduler", "system:kube-scheduler", ""},
-		{"kubelet", "system:node:" + nodeName, "system:nodes"},
 		// The API server's client certificate towards the kubelet (exec, logs).
 		{"apiserver-kubelet", "kube-apiserver-kubelet-client", "system:masters"},
-	} {
+	}
+	// Each kubelet has its own Node's identity: the Node authorizer and NodeRestriction
+	// confine it to its Node and its Pods.
+	for _, n := range h.nodes {
+		certs = append(certs, struct{ file, cn, group string }{"kubelet-" + n.name, "system:node:" + n.name, "system:nodes"})
+	}
+	for _, c := range certs {
 		var groups []string
 		if c.group != "" {
 			groups = []string{c.group}
@@ -434,22 +461,30 @@ func (h *host) kubeconfig(path, server, cert string, embed bool) error {
 	return clientcmd.WriteToFile(*c, path)
 }
 
-// writePayload adds /payload/node/: the CA, the kubelet's certificate and its kubeconfig.
+// writePayload adds /payload/nodes.txt ("NAME IP ZONE" a line) and, for each node,
+// /payload/nodes/NAME/: the CA, the kubelet's certificate and its kubeconfig.
 func (h *host) writePayload() error {
-	dst := filepath.Join(h.stage, "payload", "node")
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	for _, f := range []string{"ca.crt", "kubelet.crt", "kubelet.key"} {
-		b, err := os.ReadFile(h.Path(f))
-		if err != nil {
+	var list strings.Builder
+	for _, n := range h.nodes {
+		fmt.Fprintf(&list, "%s %s %s\n", n.name, n.ip, n.zone)
+		dst := filepath.Join(h.stage, "payload", "nodes", n.name)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dst, f), b, 0o600); err != nil {
+		for src, name := range map[string]string{"ca.crt": "ca.crt", "kubelet-" + n.name + ".crt": "kubelet.crt", "kubelet-" + n.name + ".key": "kubelet.key"} {
+			b, err := os.ReadFile(h.Path(src))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dst, name), b, 0o600); err != nil {
+				return err
+			}
+		}
+		if err := h.kubeconfig(filepath.Join(dst, "kubelet.kubeconfig"), "https://"+controlplane.GuestAPI, "kubelet-"+n.name, true); err != nil {
 			return err
 		}
 	}
-	return h.kubeconfig(filepath.Join(dst, "kubelet.kubeconfig"), "https://"+controlplane.GuestAPI, "kubelet", true)
+	return os.WriteFile(filepath.Join(h.stage, "payload", "nodes.txt"), []byte(list.String()), 0o644)
 }
 
 // serveControl answers the guest's "status" with "running" until the check is over, then

@@ -103,7 +103,7 @@ func (c *checker) scaleTo(ctx context.Context, n int, vs string) (string, error)
 		if tSlices.IsZero() && len(ready) == n {
 			tSlices = time.Now()
 		}
-		rep, err := c.h.ipvsOnNode(ctx)
+		rep, err := c.h.ipvsOnNode(ctx, c.clientNode)
 		if err != nil {
 			return "", err
 		}
@@ -150,7 +150,7 @@ func (c *checker) readyEndpoints(ctx context.Context) ([]string, error) {
 func (c *checker) scaleDiagnosis(ctx context.Context, vs string) string {
 	var b strings.Builder
 	for _, argv := range [][]string{{"ipvsadm", "-Ln", "-t", vs}, {"ipvsadm", "-Lnc"}} {
-		rep, err := c.h.onNode(ctx, 10*time.Second, argv...)
+		rep, err := c.h.onNode(ctx, c.clientNode, 10*time.Second, argv...)
 		fmt.Fprintf(&b, "\n--- %s (%v)\n%s", strings.Join(argv, " "), err, rep.Output)
 	}
 	p := c.h.proxy

@@ -36,7 +36,7 @@ func (c *checker) startScaleTrace(ctx context.Context, vs, clientIP string) (*sc
 	t := &scaleTrace{last: map[string]string{}}
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); t.pollIPVS(ctx, c.h, vs, clientIP) }()
+	go func() { defer wg.Done(); t.pollIPVS(ctx, c.h, c.clientNode, vs, clientIP) }()
 	go func() { defer wg.Done(); t.watchPods(ctx, c) }()
 	go func() { defer wg.Done(); t.watchSlices(ctx, c) }()
 	return t, wg.Wait
@@ -60,11 +60,11 @@ func (t *scaleTrace) hostToNode(at time.Time) time.Time {
 	return at.Add(t.skew)
 }
 
-func (t *scaleTrace) pollIPVS(ctx context.Context, h *host, vs, clientIP string) {
+func (t *scaleTrace) pollIPVS(ctx context.Context, h *host, node, vs, clientIP string) {
 	var last time.Time // the node's clock at the end of the last poll
 	for ctx.Err() == nil {
 		sent := time.Now()
-		rep, err := h.ipvsOnNode(ctx)
+		rep, err := h.ipvsOnNode(ctx, node)
 		if err != nil {
 			continue
 		}

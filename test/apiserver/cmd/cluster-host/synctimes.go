@@ -23,7 +23,7 @@ const syncMetric = "kubeproxy_sync_proxy_rules_duration_seconds"
 // checks made). With CLUSTER_TRACE set, the end of the proxy's log is printed too.
 func (c *checker) syncTimes(ctx context.Context) (string, error) {
 	b, err := c.cs.CoreV1().RESTClient().Get().
-		AbsPath(fmt.Sprintf("/api/v1/nodes/%s:%d/proxy/metrics", nodeName, 10249)).DoRaw(ctx)
+		AbsPath(fmt.Sprintf("/api/v1/nodes/%s:%d/proxy/metrics", c.h.nodes[0].name, 10249)).DoRaw(ctx)
 	if err != nil {
 		return "", fmt.Errorf("/metrics: %w", err)
 	}
@@ -63,8 +63,11 @@ func (c *checker) processCost(ctx context.Context) string {
 		slices.Sort(ds)
 		return ds[2], nil
 	}
-	run, err1 := median(func() error { _, err := c.h.onNode(ctx, 10*time.Second, "ipset", "list", "-n"); return err })
-	read, err2 := median(func() error { _, err := c.h.ipvsOnNode(ctx); return err })
+	run, err1 := median(func() error {
+		_, err := c.h.onNode(ctx, c.h.nodes[0].ip, 10*time.Second, "ipset", "list", "-n")
+		return err
+	})
+	read, err2 := median(func() error { _, err := c.h.ipvsOnNode(ctx, c.h.nodes[0].ip); return err })
 	if err := errors.Join(err1, err2); err != nil {
 		return "process cost not measured: " + err.Error()
 	}

@@ -35,13 +35,14 @@ type agentReply struct {
 	End    time.Time `json:"end"` // the node's clock when the command ended
 }
 
-// onNode runs argv on the node through cluster-node's agent, reached like the kubelet:
-// through the guest's CONNECT proxy, on the host's loopback.
-func (h *host) onNode(ctx context.Context, timeout time.Duration, argv ...string) (agentReply, error) {
+// onNode runs argv on the node whose address is addr (or, at routerIP, on the network,
+// where the "outside" namespace is) through cluster-node's agent there, reached like the
+// kubelet: through the guest's CONNECT proxy, on the host's loopback.
+func (h *host) onNode(ctx context.Context, addr string, timeout time.Duration, argv ...string) (agentReply, error) {
 	body, _ := json.Marshal(map[string]any{"argv": argv, "timeout": timeout.String()})
-	rep, err := h.agent(ctx, timeout, http.MethodPost, "/run", body)
+	rep, err := h.agent(ctx, addr, timeout, http.MethodPost, "/run", body)
 	if err == nil && rep.Error != "" {
-		err = fmt.Errorf("on the node: %s: %s", strings.Join(argv, " "), rep.Error)
+		err = fmt.Errorf("on %s: %s: %s", addr, strings.Join(argv, " "), rep.Error)
 	}
 	return rep, err
 }
@@ -49,8 +50,8 @@ func (h *host) onNode(ctx context.Context, timeout time.Duration, argv ...string
 // ipvsOnNode reads the node's IPVS table and connections, as ipvsadm -Ln and -Lnc print
 // them with "==" between, from /proc without running a process on the node (the agent's
 // GET /ipvs): cheap enough to poll every 100 ms on an emulated node under load.
-func (h *host) ipvsOnNode(ctx context.Context) (agentReply, error) {
-	rep, err := h.agent(ctx, 5*time.Second, http.MethodGet, "/ipvs", nil)
+func (h *host) ipvsOnNode(ctx context.Context, addr string) (agentReply, error) {
+	rep, err := h.agent(ctx, addr, 5*time.Second, http.MethodGet, "/ipvs", nil)
 	if err == nil && rep.Error != "" {
 		err = fmt.Errorf("on the node: reading the IPVS tables: %s", rep.Error)
 	}
@@ -58,14 +59,14 @@ func (h *host) ipvsOnNode(ctx context.Context) (agentReply, error) {
 }
 
 // agent makes one request to cluster-node's agent.
-func (h *host) agent(ctx context.Context, timeout time.Duration, method, path string, body []byte) (agentReply, error) {
+func (h *host) agent(ctx context.Context, addr string, timeout time.Duration, method, path string, body []byte) (agentReply, error) {
 	client := &http.Client{Timeout: timeout + 10*time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			return h.connect(ctx, addr)
 		},
 	}}
-	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://%s:%d%s", nodeIP, agentPort, path), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://%s:%d%s", addr, agentPort, path), bytes.NewReader(body))
 	if err != nil {
 		return agentReply{}, err
 	}

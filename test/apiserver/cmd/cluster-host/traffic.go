@@ -25,8 +25,10 @@ type answers struct {
 func parseSummary(out string) (answers, error) {
 	a := answers{byName: map[string]int{}, clients: map[string]bool{}}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		// A summary line is "NAME COUNT" or "NAME CLIENT COUNT"; anything else (a failed
+		// request's report, kubectl's "command terminated with exit code 1") is not one.
 		f := strings.Fields(line)
-		if len(f) < 2 {
+		if len(f) < 2 || len(f) > 3 {
 			continue
 		}
 		n, err := strconv.Atoi(f[len(f)-1])
@@ -144,8 +146,15 @@ func (c *checker) dnsName(ctx context.Context) (string, error) {
 	return strings.Join(res, "; "), nil
 }
 
+// nodePortFromNode asks the NodePort on the node's own address from the node-client Pod
+// (hostNetwork: the node's own network namespace).
 func (c *checker) nodePortFromNode(ctx context.Context) (string, error) {
-	out, _, err := c.ask(ctx, "node-client", 12, nodeIP+":30900")
+	p, err := c.cs.CoreV1().Pods("default").Get(ctx, "node-client", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	target := p.Status.HostIP + ":30900"
+	out, _, err := c.ask(ctx, "node-client", 12, target)
 	if err != nil {
 		return "", err
 	}
@@ -153,24 +162,39 @@ func (c *checker) nodePortFromNode(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s:30900 from the node's own namespace: %s", nodeIP, a), nil
+	return fmt.Sprintf("%s from %s's own namespace: %s", target, p.Spec.NodeName, a), nil
 }
 
-// nodePortFromOutside asks from the "outside" namespace (another host, 192.168.200.2).
-func (c *checker) nodePortFromOutside(ctx context.Context) (string, error) {
-	rep, err := c.h.onNode(ctx, time.Minute, "ip", "netns", "exec", "outside",
-		"kipvs-echo", "ask", "--summary", "--count", "12", nodeIP+":30900")
+// fromOutside runs kipvs-echo ask in the "outside" namespace (another host on the nodes'
+// segment) and returns its summary.
+func (c *checker) fromOutside(ctx context.Context, count int, target string) (string, error) {
+	rep, err := c.h.onNode(ctx, routerIP, time.Minute, "ip", "netns", "exec", "outside",
+		"kipvs-echo", "ask", "--summary", "--count", strconv.Itoa(count), target)
 	if err != nil {
 		return "", err
 	}
 	if rep.Exit != 0 {
-		return "", fmt.Errorf("ask from outside exited %d: %s", rep.Exit, rep.Output)
+		return "", fmt.Errorf("ask %s from outside exited %d: %s", target, rep.Exit, rep.Output)
 	}
-	a, err := c.allEcho("NodePort from outside", rep.Output)
-	if err != nil {
-		return "", err
+	return rep.Output, nil
+}
+
+// nodePortFromOutside asks every node's NodePort from the "outside" host: each reaches all
+// three backends, wherever they run.
+func (c *checker) nodePortFromOutside(ctx context.Context) (string, error) {
+	var res []string
+	for _, n := range c.h.nodes {
+		out, err := c.fromOutside(ctx, 12, n.ip+":30900")
+		if err != nil {
+			return "", err
+		}
+		a, err := c.allEcho("NodePort of "+n.name+" from outside", out)
+		if err != nil {
+			return "", err
+		}
+		res = append(res, fmt.Sprintf("%s:30900: %s; the backends saw %v", n.ip, a, keys(a.clients)))
 	}
-	return fmt.Sprintf("%s:30900 from 192.168.200.2: %s; the backends saw %v", nodeIP, a, keys(a.clients)), nil
+	return "from " + outsideIP + ": " + strings.Join(res, "; "), nil
 }
 
 func keys(m map[string]bool) []string {
@@ -246,25 +270,29 @@ func realServers(ipvsadm, vs string) map[string]int {
 	return rs
 }
 
-// healthAndMetrics reads kube-ipvs' /healthz and /metrics through the API server's node
-// proxy (the ports the DaemonSet declares).
+// healthAndMetrics reads every node's kube-ipvs /healthz and /metrics through the API
+// server's node proxy (the ports the DaemonSet declares).
 func (c *checker) healthAndMetrics(ctx context.Context) (string, error) {
-	get := func(port int, path string) (string, error) {
-		b, err := c.cs.CoreV1().RESTClient().Get().AbsPath(fmt.Sprintf("/api/v1/nodes/%s:%d/proxy%s", nodeName, port, path)).DoRaw(ctx)
-		return string(b), err
-	}
-	health, err := get(10256, "/healthz")
-	if err != nil {
-		return "", fmt.Errorf("/healthz: %w: %s", err, health)
-	}
-	metrics, err := get(10249, "/metrics")
-	if err != nil {
-		return "", fmt.Errorf("/metrics: %w", err)
-	}
-	for _, want := range []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kube_ipvs_last_successful_sync_timestamp_seconds", "rest_client_requests_total"} {
-		if !strings.Contains(metrics, want) {
-			return "", fmt.Errorf("/metrics lacks %s", want)
+	var res []string
+	for _, n := range c.h.nodes {
+		get := func(port int, path string) (string, error) {
+			b, err := c.cs.CoreV1().RESTClient().Get().AbsPath(fmt.Sprintf("/api/v1/nodes/%s:%d/proxy%s", n.name, port, path)).DoRaw(ctx)
+			return string(b), err
 		}
+		health, err := get(10256, "/healthz")
+		if err != nil {
+			return "", fmt.Errorf("%s /healthz: %w: %s", n.name, err, health)
+		}
+		metrics, err := get(10249, "/metrics")
+		if err != nil {
+			return "", fmt.Errorf("%s /metrics: %w", n.name, err)
+		}
+		for _, want := range []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kube_ipvs_last_successful_sync_timestamp_seconds", "rest_client_requests_total"} {
+			if !strings.Contains(metrics, want) {
+				return "", fmt.Errorf("%s /metrics lacks %s", n.name, want)
+			}
+		}
+		res = append(res, fmt.Sprintf("%s /healthz: %.80s; /metrics: %d lines", n.name, strings.TrimSpace(health), strings.Count(metrics, "\n")))
 	}
-	return fmt.Sprintf("/healthz: %.80s; /metrics: %d lines", strings.TrimSpace(health), strings.Count(metrics, "\n")), nil
+	return strings.Join(res, "; "), nil
 }

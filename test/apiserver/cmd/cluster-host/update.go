@@ -25,10 +25,10 @@ type holder struct {
 	done  chan error
 }
 
-func (c *checker) hold(ctx context.Context, target string) (*holder, error) {
+func (c *checker) hold(ctx context.Context, pod, target string) (*holder, error) {
 	h := &holder{done: make(chan error, 1)}
 	h.cmd = exec.CommandContext(ctx, filepath.Join(c.h.Bin, "kubectl"), "--kubeconfig="+c.h.adminKC,
-		"exec", "-i", "client", "--", "kipvs-echo", "hold", "--every", "1s", target)
+		"exec", "-i", pod, "--", "kipvs-echo", "hold", "--every", "1s", target)
 	var err error
 	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -82,55 +82,82 @@ func (h *holder) end() (string, error) {
 	return strings.TrimSpace(h.out.String()), nil
 }
 
-// updateAndRecreate holds a connection through the echo ClusterIP while the DaemonSet rolls to
-// kube-ipvs:cluster-next and while its Pod is then deleted and re-created; each new Pod's first
-// sync must write nothing.
+// updateAndRecreate holds a connection through the echo ClusterIP from a client on every
+// node while the DaemonSet rolls to kube-ipvs:cluster-next across the nodes (maxUnavailable
+// as deploy/ ships it) and while the first node's Pod is then deleted and re-created by the
+// DaemonSet controller; every held connection keeps answering from the same backend, and
+// each new Pod's first sync must write nothing.
 func (c *checker) updateAndRecreate(ctx context.Context) (string, error) {
-	held, err := c.hold(ctx, c.echoIP+":9000")
+	clients, err := c.nodeClients(ctx)
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = held.cmd.Process.Kill() }()
-	old, err := c.waitProxyPod(ctx, "", "kube-ipvs:cluster")
+	var held []*holder
+	defer func() {
+		for _, h := range held {
+			_ = h.cmd.Process.Kill()
+		}
+	}()
+	for _, node := range c.h.nodes {
+		h, err := c.hold(ctx, clients[node.name], c.echoIP+":9000")
+		if err != nil {
+			return "", fmt.Errorf("from %s: %w", node.name, err)
+		}
+		held = append(held, h)
+	}
+	olds, err := c.waitProxyPods(ctx, "kube-ipvs:cluster")
 	if err != nil {
 		return "", err
 	}
-	c.keepLog(ctx, old.Name)
+	for _, p := range olds {
+		c.keepLog(ctx, p.Name)
+	}
 	t := time.Now()
 	if _, _, err := c.h.kubectl(ctx, "-n", "kube-system", "set", "image", "ds/kube-ipvs",
 		"kube-ipvs=kube-ipvs:cluster-next", "init=kube-ipvs:cluster-next"); err != nil {
 		return "", err
 	}
-	updated, err := c.waitProxyPod(ctx, old.Name, "kube-ipvs:cluster-next")
-	if err != nil {
-		return "", err
+	var firsts []string
+	var updated []string
+	for i, node := range c.h.nodes {
+		p, err := c.waitProxyPod(ctx, node.name, olds[i].Name, "kube-ipvs:cluster-next")
+		if err != nil {
+			return "", err
+		}
+		first, err := c.firstSync(ctx, p.Name)
+		if err != nil {
+			return "", err
+		}
+		firsts = append(firsts, node.name+": "+first)
+		updated = append(updated, p.Name)
+		c.keepLog(ctx, p.Name)
 	}
 	dUpdate := time.Since(t)
-	first1, err := c.firstSync(ctx, updated.Name)
-	if err != nil {
-		return "", err
-	}
-	c.keepLog(ctx, updated.Name)
 	t = time.Now()
-	if _, _, err := c.h.kubectl(ctx, "-n", "kube-system", "delete", "pod", updated.Name, "--wait=false"); err != nil {
+	if _, _, err := c.h.kubectl(ctx, "-n", "kube-system", "delete", "pod", updated[0], "--wait=false"); err != nil {
 		return "", err
 	}
-	recreated, err := c.waitProxyPod(ctx, updated.Name, "kube-ipvs:cluster-next")
+	recreated, err := c.waitProxyPod(ctx, c.h.nodes[0].name, updated[0], "kube-ipvs:cluster-next")
 	if err != nil {
 		return "", err
 	}
 	dRecreate := time.Since(t)
-	first2, err := c.firstSync(ctx, recreated.Name)
+	first, err := c.firstSync(ctx, recreated.Name)
 	if err != nil {
 		return "", err
 	}
-	verdict, err := held.end()
-	if err != nil {
-		return "", err
+	var verdicts []string
+	for i, h := range held {
+		verdict, err := h.end()
+		if err != nil {
+			return "", fmt.Errorf("the connection held from %s: %w", c.h.nodes[i].name, err)
+		}
+		verdicts = append(verdicts, c.h.nodes[i].name+": "+lastLine(verdict))
 	}
-	return fmt.Sprintf("rolled to cluster-next in %s (Pod %s), re-created in %s (Pod %s); first syncs: %s / %s; %s",
-		dUpdate.Round(time.Second), updated.Name, dRecreate.Round(time.Second), recreated.Name, first1, first2,
-		lastLine(verdict)), nil
+	held = nil
+	return fmt.Sprintf("rolled %d node(s) to cluster-next in %s (first syncs: %s); %s's Pod re-created in %s (Pod %s, first sync %s); held connections: %s",
+		len(c.h.nodes), dUpdate.Round(time.Second), strings.Join(firsts, "; "), c.h.nodes[0].name,
+		dRecreate.Round(time.Second), recreated.Name, first, strings.Join(verdicts, "; ")), nil
 }
 
 var firstSyncRE = regexp.MustCompile(`msg="sync done" full=true services=(\d+) (ipvs_writes=\d+ addr_writes=\d+ ipset_writes=\d+ iptables_restores=\d+ errors=\d+)`)
@@ -164,14 +191,16 @@ func (c *checker) keepLog(ctx context.Context, pod string) {
 	}
 }
 
-// logsClean checks every kube-ipvs log seen (the Pods gone by and the current one): no
+// logsClean checks every kube-ipvs log seen (the Pods gone by and the current ones): no
 // error-level line.
 func (c *checker) logsClean(ctx context.Context) (string, error) {
-	pod, err := c.waitProxyPod(ctx, "", "")
+	pods, err := c.waitProxyPods(ctx, "")
 	if err != nil {
 		return "", err
 	}
-	c.keepLog(ctx, pod.Name)
+	for _, p := range pods {
+		c.keepLog(ctx, p.Name)
+	}
 	var errs []string
 	warns, lines := 0, 0
 	for _, log := range c.proxyLog {
