@@ -2,7 +2,8 @@
 // conformance (test/apiserver/cmd/cluster-host/conformance.go): for each selection, one run
 // with kube-proxy's IPVS mode, the reference column, and one with kube-ipvs, side by side per
 // spec, with why each failure fails (hack/conformance/explained.txt) and why the skip leaves
-// out what it leaves out (hack/conformance/sig-network-skip.txt and sig-network-others-skip.txt).
+// out what it leaves out (hack/conformance/sig-network-skip.txt, sig-network-others-skip.txt and,
+// for runs on one node, one-node-skip.txt).
 //
 //	conformance-report [--results docs/conformance-results] [--hack hack/conformance] [--out docs/conformance.md]
 //
@@ -41,6 +42,12 @@ func run(dir, hack, out string) error {
 	if err != nil {
 		return err
 	}
+	// A one-node run (NODES=1) also skips one-node-skip.txt's terms.
+	oneNode, err := readSkipReasons(filepath.Join(hack, "one-node-skip.txt"))
+	if err != nil {
+		return err
+	}
+	skip = append(skip, oneNode...)
 	ex, err := readExplanations(filepath.Join(hack, "explained.txt"))
 	if err != nil {
 		return err

@@ -103,6 +103,7 @@ func TestRunReadsPublishedResults(t *testing.T) {
 	for _, f := range []struct{ path, text string }{
 		{filepath.Join(hack, "sig-network-skip.txt"), "Alpha\tgates\n"},
 		{filepath.Join(hack, "sig-network-others-skip.txt"), "Services\tthe other half\n"},
+		{filepath.Join(hack, "one-node-skip.txt"), "two nodes\tone node\n"},
 		{filepath.Join(dir, "sig-network-others", "kube-proxy.json"), `{"proxy":"kube-proxy","passed":1,"skip":"Alpha|Services","specs":[{"name":"[sig-network] D","state":"passed"}],"excluded":[{"name":"[sig-network] Services x","term":"Services"}]}`},
 		{filepath.Join(hack, "explained.txt"), "# none\n"},
 		{filepath.Join(dir, "services", "kube-ipvs.json"), `{"proxy":"kube-ipvs","passed":15,"specs":[{"name":"[sig-network] S","state":"passed"}]}`},
@@ -185,7 +186,7 @@ func TestReadNotes(t *testing.T) {
 // The hand-kept files of the repository parse.
 func TestRepositoryNotesParse(t *testing.T) {
 	hack := filepath.Join("..", "..", "..", "..", "hack", "conformance")
-	for _, f := range []string{"sig-network-skip.txt", "sig-network-others-skip.txt"} {
+	for _, f := range []string{"sig-network-skip.txt", "sig-network-others-skip.txt", "one-node-skip.txt"} {
 		if _, err := readSkipReasons(filepath.Join(hack, f)); err != nil {
 			t.Error(err)
 		}
