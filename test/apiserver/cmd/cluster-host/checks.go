@@ -37,7 +37,7 @@ type step struct {
 func (c *checker) steps(all bool) []step {
 	if c.conf != nil {
 		return []step{
-			{"the Node is Ready", true, c.nodeReady},
+			{"every Node is Ready", true, c.nodeReady},
 			c.deployStep(),
 			{"CoreDNS is Ready behind the kube-dns Service", true, c.deployDNS},
 			{"the conformance images are on the node", true, c.conformanceImages},
@@ -58,7 +58,7 @@ func (c *checker) steps(all bool) []step {
 	// does not claim), are left out.
 	ours := c.h.proxy == "kube-ipvs"
 	s := []step{
-		{"the Node is Ready", true, c.nodeReady},
+		{"every Node is Ready", true, c.nodeReady},
 		c.deployStep(),
 		{"CoreDNS is Ready behind the kube-dns Service", true, c.deployDNS},
 		{"three echo Pods and the clients run", true, c.deployWorkload},

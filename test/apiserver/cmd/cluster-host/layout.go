@@ -21,11 +21,11 @@ const (
 var zones = []string{"zone-a", "zone-b", "zone-c"}
 
 // Guest memory: what the network and each node need (MiB). A node holds its containerd's
-// images (content and unpacked snapshots, on tmpfs), its daemons and its Pods; the
-// conformance images are the largest part.
+// images (content and unpacked snapshots, on tmpfs), its daemons and its Pods; make
+// conformance gives each node more (NODE_MEM) for the suite's images and Pods.
 const (
-	baseMemMiB    = 2048
-	perNodeMemMiB = 2048
+	baseMemMiB        = 2048
+	defaultNodeMemMiB = 2048
 )
 
 // clusterNode is one node: its name, its address on the segment and its zone; podCIDR once
@@ -49,8 +49,9 @@ func layout(n int) []clusterNode {
 	return nodes
 }
 
-// parseNodes reads --nodes: a number of nodes the guest's memory can hold (maxMiB).
-func parseNodes(s string, maxMiB int) (int, error) {
+// parseNodes reads --nodes: a number of nodes the guest's memory can hold (maxMiB), each
+// node taking nodeMiB.
+func parseNodes(s string, nodeMiB, maxMiB int) (int, error) {
 	if s == "" {
 		return 1, nil
 	}
@@ -61,14 +62,27 @@ func parseNodes(s string, maxMiB int) (int, error) {
 	if n > 100 {
 		return 0, fmt.Errorf("NODES=%d: the nodes' segment has room for 100 nodes", n)
 	}
-	if need := guestMemMiB(n); need > maxMiB {
+	if need := guestMemMiB(n, nodeMiB); need > maxMiB {
 		return 0, fmt.Errorf("NODES=%d needs %d MiB of guest memory (%d MiB + %d MiB a node); this machine allows %d MiB (GUEST_MEM_MAX)",
-			n, need, baseMemMiB, perNodeMemMiB, maxMiB)
+			n, need, baseMemMiB, nodeMiB, maxMiB)
 	}
 	return n, nil
 }
 
-func guestMemMiB(n int) int { return baseMemMiB + n*perNodeMemMiB }
+func guestMemMiB(n, nodeMiB int) int { return baseMemMiB + n*nodeMiB }
+
+// nodeMem is what one node gets (MiB): NODE_MEM, or 2048.
+func nodeMem() (int, error) {
+	v := os.Getenv("NODE_MEM")
+	if v == "" {
+		return defaultNodeMemMiB, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 512 {
+		return 0, fmt.Errorf("NODE_MEM=%q: want MiB, 512 or more", v)
+	}
+	return n, nil
+}
 
 // guestMemMax is the most memory the guest may have (MiB): GUEST_MEM_MAX, or what this
 // machine has less 6 GiB for the control plane, e2e.test and the build caches beside it.

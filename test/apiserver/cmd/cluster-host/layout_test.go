@@ -21,7 +21,7 @@ func TestParseNodes(t *testing.T) {
 		{"3", 8191, 0, "NODES=3 needs 8192 MiB of guest memory (2048 MiB + 2048 MiB a node); this machine allows 8191 MiB"},
 		{"101", 1 << 30, 0, "room for 100 nodes"},
 	} {
-		got, err := parseNodes(tc.in, tc.max)
+		got, err := parseNodes(tc.in, 2048, tc.max)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("parseNodes(%q, %d) = %d, %v; want an error with %q", tc.in, tc.max, got, err, tc.wantErr)

@@ -85,14 +85,19 @@ func run() int {
 		logf("%v", err)
 		return 2
 	}
-	nNodes, err := parseNodes(flag("nodes"), maxMem)
+	nodeMiB, err := nodeMem()
+	if err != nil {
+		logf("%v", err)
+		return 2
+	}
+	nNodes, err := parseNodes(flag("nodes"), nodeMiB, maxMem)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cluster-host: %v\n", err)
 		return 2
 	}
 	if checks == "validate" {
 		// run.sh asks before it builds anything: the guest memory the nodes need.
-		fmt.Println(guestMemMiB(nNodes))
+		fmt.Println(guestMemMiB(nNodes, nodeMiB))
 		return 0
 	}
 	var conf *conformance
@@ -140,7 +145,7 @@ func run() int {
 		return 1
 	}
 	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage, all: checks == "all",
-		proxy: proxy, conf: conf, nodes: layout(nNodes)}
+		proxy: proxy, conf: conf, nodes: layout(nNodes), nodeMiB: nodeMiB}
 	defer func() {
 		h.StopAll()
 		if os.Getenv("CLUSTER_KEEP") != "" {
@@ -204,6 +209,7 @@ type host struct {
 	proxy       string        // the service proxy deployed: kube-ipvs or kube-proxy
 	conf        *conformance  // make conformance's run instead of the checks
 	nodes       []clusterNode // the nodes in the guest (layout.go), in order
+	nodeMiB     int           // each node's share of the guest's memory
 	adminKC     string        // the admin's kubeconfig, for kubectl
 	fwdPort     int           // the host's end of the QEMU hostfwd to the guest's CONNECT proxy
 
@@ -339,7 +345,7 @@ egressSelections:
 	}
 	g.Env = append(os.Environ(), "GUEST_NET="+gnet,
 		"GUEST_TIMEOUT="+controlplane.EnvOr("GUEST_TIMEOUT", guestTimeout),
-		"GUEST_MEM="+controlplane.EnvOr("GUEST_MEM", strconv.Itoa(guestMemMiB(len(h.nodes)))),
+		"GUEST_MEM="+controlplane.EnvOr("GUEST_MEM", strconv.Itoa(guestMemMiB(len(h.nodes), h.nodeMiB))),
 		// The node runs for hours with both host cores saturated: a kernel report of a soft
 		// lockup there goes to the console (and the run's log) without ending a run that
 		// may well recover; the test guests panic on one instead (boot.sh).
