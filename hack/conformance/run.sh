@@ -17,6 +17,8 @@
 #              hack/conformance/sig-network-skip.txt (each with its reason there), in one run;
 #              sig-network-services and sig-network-others: the same specs in two runs, the
 #              "[sig-network] Services ..." ones and the rest (docs/conformance.md shows these)
+#              sig-network-serial: the [Serial] specs of the same focus, which the others leave
+#              out, less hack/conformance/serial-skip.txt's; run with PROCS=1
 #   FOCUS   ginkgo's focus, in place of the selection's (the selection is then "custom")
 #   SKIP    ginkgo's skip, in place of the selection's
 #   PROXY   kube-ipvs (default; deploy/ as shipped) or kube-proxy (v1.37 in IPVS mode)
@@ -42,7 +44,7 @@ services)
   focus='\[sig-network\] Services.*\[Conformance\]'
   skip=''
   ;;
-sig-network | sig-network-services | sig-network-others)
+sig-network | sig-network-services | sig-network-others | sig-network-serial)
   # One term per line, its reason after a tab; comments start with #.
   terms() { grep -v '^#' "$1" | cut -f1 | paste -sd'|'; }
   focus='\[sig-network\]'
@@ -50,10 +52,18 @@ sig-network | sig-network-services | sig-network-others)
   case $selection in
   sig-network-services) focus='\[sig-network\] Services\s' ;;
   sig-network-others) skip+="|$(terms hack/conformance/sig-network-others-skip.txt)" ;;
+  sig-network-serial)
+    # The [Serial] specs the others leave out, in a run of their own with one process; the
+    # rest of the skip holds, and serial-skip.txt names the [Serial] specs left out here.
+    focus='\[sig-network\].*\[Serial\]'
+    skip=$(grep -v '^#' hack/conformance/sig-network-skip.txt | cut -f1 | grep -vxF '\[Serial\]' | paste -sd'|')
+    serial=$(terms hack/conformance/serial-skip.txt)
+    [[ -z $serial ]] || skip+="|$serial"
+    ;;
   esac
   [[ $nodes != 1 ]] || skip+="|$(terms hack/conformance/one-node-skip.txt)"
   ;;
-*) echo "conformance: SELECTION=$selection: want services, sig-network, sig-network-services or sig-network-others" >&2; exit 2 ;;
+*) echo "conformance: SELECTION=$selection: want services, sig-network, sig-network-services, sig-network-others or sig-network-serial" >&2; exit 2 ;;
 esac
 if [[ -n ${FOCUS:-} || -n ${SKIP:-} ]]; then
   selection=custom

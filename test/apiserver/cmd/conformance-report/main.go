@@ -8,7 +8,8 @@
 //	conformance-report [--results docs/conformance-results] [--hack hack/conformance] [--out docs/conformance.md]
 //
 // It reads RESULTS/SELECTION/PROXY.json (hack/conformance/run.sh publishes each run of a named
-// selection there) for SELECTION services, sig-network-services and sig-network-others and
+// selection there) for SELECTION services, sig-network-services, sig-network-others and
+// sig-network-serial and
 // PROXY kube-proxy and kube-ipvs;
 // a missing file is a run not made ("not run"). Each failure
 // without an explanation is marked on the page and named on stderr. The page is generated:
@@ -61,6 +62,16 @@ func run(dir, hack, out string) error {
 		"the other, because both proxies' runs of all of it on the emulated node do not fit, after a\n" +
 		"fresh machine's 40-minute build, in the three hours a job gets on this project's 2-core\n" +
 		"machines (docs/conformance-build.md has the times)."
+	serialSkip, err := readSkipReasons(filepath.Join(hack, "serial-skip.txt"))
+	if err != nil {
+		return err
+	}
+	var notSerial []skipReason
+	for _, r := range skip {
+		if r.Term != `\[Serial\]` {
+			notSerial = append(notSerial, r)
+		}
+	}
 	pg := page{Explained: ex, Selections: []selectionRuns{
 		{
 			Key:   "services",
@@ -82,6 +93,15 @@ func run(dir, hack, out string) error {
 				"and skip, and the first half's specs skipped as well.",
 			Skip:      append(append([]skipReason(nil), skip...), othersSkip...),
 			SkipFiles: "sig-network-skip.txt and sig-network-others-skip.txt",
+		},
+		{
+			Key:   "sig-network-serial",
+			Title: "[sig-network] [Serial]: `make conformance SELECTION=sig-network-serial`",
+			Intro: "The `[Serial]` specs of the wide selection's focus, which its two halves leave out: each\n" +
+				"must run alone on the cluster, so this run has one ginkgo process. The rest of the skip\n" +
+				"holds, and the `[Serial]` specs this cluster cannot run are left out by name.",
+			Skip:      append(notSerial, serialSkip...),
+			SkipFiles: "sig-network-skip.txt but its `\\[Serial\\]`, and serial-skip.txt",
 		},
 	}}
 	for i := range pg.Selections {

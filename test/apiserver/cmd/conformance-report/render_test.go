@@ -104,6 +104,7 @@ func TestRunReadsPublishedResults(t *testing.T) {
 		{filepath.Join(hack, "sig-network-skip.txt"), "Alpha\tgates\n"},
 		{filepath.Join(hack, "sig-network-others-skip.txt"), "Services\tthe other half\n"},
 		{filepath.Join(hack, "one-node-skip.txt"), "two nodes\tone node\n"},
+		{filepath.Join(hack, "serial-skip.txt"), "# none yet\n"},
 		{filepath.Join(dir, "sig-network-others", "kube-proxy.json"), `{"proxy":"kube-proxy","passed":1,"skip":"Alpha|Services","specs":[{"name":"[sig-network] D","state":"passed"}],"excluded":[{"name":"[sig-network] Services x","term":"Services"}]}`},
 		{filepath.Join(hack, "explained.txt"), "# none\n"},
 		{filepath.Join(dir, "services", "kube-ipvs.json"), `{"proxy":"kube-ipvs","passed":15,"specs":[{"name":"[sig-network] S","state":"passed"}]}`},
@@ -186,7 +187,7 @@ func TestReadNotes(t *testing.T) {
 // The hand-kept files of the repository parse.
 func TestRepositoryNotesParse(t *testing.T) {
 	hack := filepath.Join("..", "..", "..", "..", "hack", "conformance")
-	for _, f := range []string{"sig-network-skip.txt", "sig-network-others-skip.txt", "one-node-skip.txt"} {
+	for _, f := range []string{"sig-network-skip.txt", "sig-network-others-skip.txt", "one-node-skip.txt", "serial-skip.txt"} {
 		if _, err := readSkipReasons(filepath.Join(hack, f)); err != nil {
 			t.Error(err)
 		}
