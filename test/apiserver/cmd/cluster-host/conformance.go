@@ -185,7 +185,8 @@ func (c *checker) suite(ctx context.Context) (string, error) {
 		"--provider=skeleton",
 		"--kubeconfig=" + c.h.adminKC,
 		"--kubectl-path=" + filepath.Join(c.h.Bin, "kubectl"),
-		"--num-nodes=1",
+		// The framework waits for this many Ready nodes before the suite.
+		fmt.Sprintf("--num-nodes=%d", len(c.h.nodes)),
 		"--report-dir=" + cf.report,
 		"--e2e-output-dir=" + cf.report,
 		"--disable-log-dump=true",
