@@ -16,6 +16,8 @@
 #     nginx                Debian's nginx serving on port 80
 #     glibc-dns-testing    dig and getent on glibc
 #     distroless-iptables  iptables, conntrack and a shell for the host-network pod
+#     regression-issue-74839  test/images/regression-issue-74839 of the module (static), the
+#                          Conntrack spec's server that sends a packet outside the TCP window
 # Images other than pause are built by hack/image's Go tool from a root file system made by
 # hack/image/rootfs.sh from the package list hack/conformance/packages/NAME.txt.
 # Cached in the git-ignored .cache/conformance/<key>, the key hashing test/e2etest's module
@@ -87,6 +89,8 @@ step coredns env -C "$repo/test/coredns" CGO_ENABLED=0 go build -trimpath -ldfla
   -o "$tmp/bin/coredns" github.com/coredns/coredns
 step pause env -C "$repo/test/node" CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
   -o "$tmp/bin/pause" ./cmd/pause
+step regression-issue-74839 env CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+  -o "$tmp/bin/regression-issue-74839" k8s.io/kubernetes/test/images/regression-issue-74839
 (cd "$repo/hack/image" && go build -trimpath -o "$tmp/bin/image" .)
 agnhost_src=$(go list -f '{{.Dir}}' k8s.io/kubernetes/test/images/agnhost)
 
@@ -126,6 +130,9 @@ done
 
 mkdir -p "$tmp/root-pause"
 cp "$tmp/bin/pause" "$tmp/root-pause/pause"
+# Upstream's image is the one static program too (its Dockerfile adds only it).
+mkdir -p "$tmp/root-regression-issue-74839"
+cp "$tmp/bin/regression-issue-74839" "$tmp/root-regression-issue-74839/"
 
 root nginx
 r=$tmp/root-nginx
@@ -172,6 +179,7 @@ image pause /pause ""
 image nginx "" "nginx,-g,daemon off;"
 image glibc-dns-testing "" sh
 image distroless-iptables "" sh
+image regression-issue-74839 /regression-issue-74839 ""
 
 step "image checks" env CONFORMANCE_IMAGES="$tmp/images" go test -count=1 .
 rm -rf "$tmp"/root-* "$tmp"/out-* "$tmp/bin"

@@ -17,6 +17,8 @@ var Images = map[string]imageutils.ImageID{
 	"nginx":               imageutils.Nginx,              // Endpoints and EndpointSlice conformance specs
 	"glibc-dns-testing":   imageutils.GlibcDnsTesting,    // the DNS specs' glibc prober
 	"distroless-iptables": imageutils.DistrolessIptables, // KubeProxy's CLOSE_WAIT spec
+	// Conntrack's invalid-state spec: its boom-server sends a packet outside the TCP window.
+	"regression-issue-74839": imageutils.RegressionIssue74839,
 }
 
 // Ref is the reference the suite's pods ask for the image of that name

@@ -29,6 +29,7 @@ var wantFiles = map[string][]string{
 	"nginx":               {"usr/sbin/nginx", "etc/nginx/nginx.conf", "etc/nginx/conf.d/default.conf", "usr/bin/sh"},
 	"glibc-dns-testing":   {"usr/bin/sh", "usr/bin/dig", "usr/bin/getent", "usr/bin/seq", "usr/bin/sleep"},
 	"distroless-iptables": {"usr/bin/sh", "usr/bin/sleep", "usr/bin/cat", "usr/bin/test", "usr/bin/grep", "usr/bin/which", "usr/sbin/conntrack", "usr/sbin/iptables"},
+	"regression-issue-74839": {"regression-issue-74839"},
 }
 
 // archiveDir is where hack/conformance/build.sh put the archives (it runs this test with
