@@ -40,7 +40,7 @@ func (c *checker) steps(all bool) []step {
 			{"every Node is Ready", true, c.nodeReady},
 			c.deployStep(),
 			{"CoreDNS is Ready behind the kube-dns Service", true, c.deployDNS},
-			{"the conformance images are on the node", true, c.conformanceImages},
+			{"the conformance images are on every node", true, c.conformanceImages},
 			{"Kubernetes' e2e suite passes", false, c.suite},
 			// Reported beside the specs, never failing the run: its result is the specs'.
 			{"the proxy's sync times", false, func(ctx context.Context) (string, error) {

@@ -282,19 +282,11 @@ func (c *checker) drain(ctx context.Context) (string, error) {
 	if _, err := c.allEcho("before the drain", out); err != nil {
 		return "", err
 	}
-	loop := make(chan error, 1)
-	var loopOut string
-	go func() {
-		var err error
-		loopOut, _, err = c.h.kubectl(ctx, "exec", "client", "--", "kipvs-echo", "ask", "--summary",
-			"--count", "300", "--interval", "100ms", "--timeout", "2s", "--stalls", vs)
-		loop <- err
-	}()
-	time.Sleep(3 * time.Second) // the loop is running (kubectl exec takes about a second)
+	wait := c.startLoop(ctx, 300, vs)
 	t := time.Now()
 	_, _, drainErr := c.h.kubectl(ctx, "drain", node.name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m")
 	dDrain := time.Since(t)
-	loopErr := <-loop
+	loopOut, loopErr := wait()
 	_, _, uncordonErr := c.h.kubectl(ctx, "uncordon", node.name)
 	if drainErr != nil {
 		return "", drainErr
@@ -346,15 +338,7 @@ func (c *checker) killProxy(ctx context.Context) (string, error) {
 	}
 	defer func() { _ = held.cmd.Process.Kill() }()
 	vs := c.echoIP + ":9000"
-	loop := make(chan error, 1)
-	var loopOut string
-	go func() {
-		var err error
-		loopOut, _, err = c.h.kubectl(ctx, "exec", "client", "--", "kipvs-echo", "ask", "--summary",
-			"--count", "200", "--interval", "100ms", "--timeout", "2s", vs)
-		loop <- err
-	}()
-	time.Sleep(3 * time.Second)
+	wait := c.startLoop(ctx, 200, vs)
 	t := time.Now()
 	rep, err := c.h.onNode(ctx, node.ip, 30*time.Second, "ctr", "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", id)
 	if err == nil && rep.Exit != 0 {
@@ -387,7 +371,7 @@ func (c *checker) killProxy(ctx context.Context) (string, error) {
 	if prev, _, err := c.h.kubectl(ctx, "-n", "kube-system", "logs", pod.Name, "-c", "kube-ipvs", "--previous"); err == nil {
 		c.proxyLog = append(c.proxyLog, fmt.Sprintf("=== %s/kube-ipvs (killed)\n%s", pod.Name, prev))
 	}
-	loopErr := <-loop
+	loopOut, loopErr := wait()
 	a, err := parseSummary(loopOut)
 	if loopErr != nil || err != nil || a.failed > 0 {
 		return "", fmt.Errorf("the request loop while kube-ipvs was killed on %s: %v %v: %s", node.name, loopErr, err, loopOut)

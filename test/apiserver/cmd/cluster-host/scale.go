@@ -35,17 +35,9 @@ func (c *checker) scale(ctx context.Context) (string, error) {
 	traceCtx, stopTrace := context.WithCancel(ctx)
 	trace, traceDone := c.startScaleTrace(traceCtx, vs, client.Status.PodIP)
 	defer func() { stopTrace(); traceDone() }()
-	loop := make(chan error, 1)
-	var loopOut string
-	go func() {
-		var err error
-		loopOut, _, err = c.h.kubectl(ctx, "exec", "client", "--", "kipvs-echo", "ask", "--summary",
-			"--count", "200", "--interval", "100ms", "--timeout", "2s", "--stalls", vs)
-		loop <- err
-	}()
-	time.Sleep(3 * time.Second) // the loop is running (kubectl exec takes about a second)
+	wait := c.startLoop(ctx, 200, vs)
 	down, downErr := c.scaleTo(ctx, 3, vs)
-	loopErr := <-loop
+	loopOut, loopErr := wait()
 	if downErr != nil {
 		// The request loop's result and the time line say what the node was doing.
 		stopTrace()

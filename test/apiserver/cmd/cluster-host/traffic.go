@@ -82,6 +82,26 @@ func (a answers) String() string {
 	return strings.Join(s, ", ")
 }
 
+// startLoop starts a request loop in the client Pod: count requests through target, 100 ms
+// apart, each allowed 2 s, watching for times the client itself was not running. It returns
+// once the loop runs (kubectl exec takes about a second) with a function that waits for the
+// loop's summary.
+func (c *checker) startLoop(ctx context.Context, count int, target string) func() (string, error) {
+	done := make(chan struct{})
+	var out string
+	var err error
+	go func() {
+		defer close(done)
+		out, _, err = c.h.kubectl(ctx, "exec", "client", "--", "kipvs-echo", "ask", "--summary",
+			"--count", strconv.Itoa(count), "--interval", "100ms", "--timeout", "2s", "--stalls", target)
+	}()
+	time.Sleep(3 * time.Second)
+	return func() (string, error) {
+		<-done
+		return out, err
+	}
+}
+
 // ask runs kipvs-echo ask in Pod pod.
 func (c *checker) ask(ctx context.Context, pod string, count int, target string) (string, time.Duration, error) {
 	return c.h.kubectl(ctx, "exec", pod, "--", "kipvs-echo", "ask", "--summary", "--count", strconv.Itoa(count), target)
