@@ -25,10 +25,10 @@ var wantFiles = map[string][]string{
 		"usr/bin/tr", "usr/bin/awk", "usr/bin/ss", "usr/bin/ip", "usr/bin/hostname", "usr/bin/iperf"},
 	"busybox": {"usr/bin/busybox", "usr/bin/sh", "usr/bin/sleep", "usr/bin/nc", "usr/bin/wget",
 		"usr/bin/echo", "usr/bin/cat"},
-	"pause":               {"pause"},
-	"nginx":               {"usr/sbin/nginx", "etc/nginx/nginx.conf", "etc/nginx/conf.d/default.conf", "usr/bin/sh"},
-	"glibc-dns-testing":   {"usr/bin/sh", "usr/bin/dig", "usr/bin/getent", "usr/bin/seq", "usr/bin/sleep"},
-	"distroless-iptables": {"usr/bin/sh", "usr/bin/sleep", "usr/bin/cat", "usr/bin/test", "usr/bin/grep", "usr/bin/which", "usr/sbin/conntrack", "usr/sbin/iptables"},
+	"pause":                  {"pause"},
+	"nginx":                  {"usr/sbin/nginx", "etc/nginx/nginx.conf", "etc/nginx/conf.d/default.conf", "usr/bin/sh"},
+	"glibc-dns-testing":      {"usr/bin/sh", "usr/bin/dig", "usr/bin/getent", "usr/bin/seq", "usr/bin/sleep"},
+	"distroless-iptables":    {"usr/bin/sh", "usr/bin/sleep", "usr/bin/cat", "usr/bin/test", "usr/bin/grep", "usr/bin/which", "usr/sbin/conntrack", "usr/sbin/iptables"},
 	"regression-issue-74839": {"regression-issue-74839"},
 }
 
