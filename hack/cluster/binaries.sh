@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the folder holding every binary of the real cluster (issue 32), building them on first
+# Prints the folder holding every binary of the real cluster (docs/cluster.md), building them on first
 # use, each from its upstream Go module at a pinned version:
 #   test/apiserver  k8s.io/kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler,
 #                   kubelet, kubectl, kube-proxy (make conformance PROXY=kube-proxy);

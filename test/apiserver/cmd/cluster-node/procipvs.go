@@ -2,19 +2,25 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/moby/ipvs"
 )
 
-// ipvsTables reads the kernel's IPVS table and connections from /proc/net/ip_vs and
-// /proc/net/ip_vs_conn and writes them as ipvsadm -Ln and ipvsadm -Lnc would, with "=="
-// between. The operator checks poll the table every 100 ms during the scaling; reading two
-// files costs the emulated node nothing, where running ipvsadm twice a poll (a fork and an
-// exec each) took a share of the CPU the Pods under test needed.
+// ipvsTables reads the node's IPVS table over netlink (moby/ipvs) and its connections from
+// /proc/net/ip_vs_conn, and writes them as ipvsadm -Ln and ipvsadm -Lnc would, with "=="
+// between. The operator checks poll it every 100 ms during the scaling: a netlink dump and
+// a file read cost the emulated node little, where running ipvsadm twice a poll (a fork and
+// an exec each) took a share of the CPU the Pods under test needed. The table is not read
+// from /proc/net/ip_vs: with the nodes' namespaces in one kernel, that file's reader skips
+// and repeats services once its output passes a page (its position counts the services of
+// every namespace, its start only its own), and the checks saw virtual servers missing.
 func ipvsTables() (string, error) {
-	table, err := os.ReadFile("/proc/net/ip_vs")
+	table, err := netlinkTable()
 	if err != nil {
 		return "", err
 	}
@@ -22,30 +28,71 @@ func ipvsTables() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return tableAsIpvsadm(string(table)) + "==\n" + connsAsIpvsadm(string(conns)), nil
+	return table + "==\n" + connsAsIpvsadm(string(conns)), nil
 }
 
-// tableAsIpvsadm rewrites /proc/net/ip_vs' hexadecimal IPv4 ADDR:PORT fields as ipvsadm -Ln
-// prints them; every other field is kept.
-func tableAsIpvsadm(s string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		if strings.HasPrefix(line, "IP Virtual Server") {
-			continue
-		}
-		f := strings.Fields(line)
-		for i, w := range f {
-			if ap, ok := hexAddrPort(w); ok {
-				f[i] = ap
-			}
-		}
-		if strings.HasPrefix(line, "  ->") {
-			b.WriteString("  ")
-		}
-		b.WriteString(strings.Join(f, " "))
-		b.WriteString("\n")
+// netlinkTable lists this network namespace's virtual servers and their real servers as
+// ipvsadm -Ln prints them.
+func netlinkTable() (string, error) {
+	h, err := ipvs.New("")
+	if err != nil {
+		return "", err
 	}
-	return b.String()
+	defer h.Close()
+	svcs, err := h.GetServices()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("Prot LocalAddress:Port Scheduler Flags\n")
+	b.WriteString("  -> RemoteAddress:Port Forward Weight ActiveConn InActConn\n")
+	for _, svc := range svcs {
+		if svc.FWMark != 0 {
+			fmt.Fprintf(&b, "FWM %d %s\n", svc.FWMark, svc.SchedName)
+		} else {
+			fmt.Fprintf(&b, "%s %s %s\n", protoName(svc.Protocol), hostPort(svc.Address, svc.Port), svc.SchedName)
+		}
+		dests, err := h.GetDestinations(svc)
+		if err != nil {
+			return "", err
+		}
+		for _, d := range dests {
+			fmt.Fprintf(&b, "  -> %s %s %d %d %d\n", hostPort(d.Address, d.Port), forwardName(d.ConnectionFlags),
+				d.Weight, d.ActiveConnections, d.InactiveConnections)
+		}
+	}
+	return b.String(), nil
+}
+
+func hostPort(ip net.IP, port uint16) string {
+	return net.JoinHostPort(ip.String(), strconv.Itoa(int(port)))
+}
+
+func protoName(p uint16) string {
+	switch p {
+	case 6:
+		return "TCP"
+	case 17:
+		return "UDP"
+	case 132:
+		return "SCTP"
+	}
+	return strconv.Itoa(int(p))
+}
+
+// forwardName is ipvsadm's name of the forwarding method in a destination's flags.
+func forwardName(flags uint32) string {
+	switch flags & 0x7 {
+	case 0:
+		return "Masq"
+	case 1:
+		return "Local"
+	case 2:
+		return "Tunnel"
+	case 3:
+		return "Route"
+	}
+	return "?"
 }
 
 // connsAsIpvsadm rewrites /proc/net/ip_vs_conn's lines ("TCP 0AF40006 E052 0A60906C 2328

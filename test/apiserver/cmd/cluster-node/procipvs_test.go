@@ -2,26 +2,16 @@ package main
 
 import "testing"
 
-func TestTableAsIpvsadm(t *testing.T) {
-	in := `IP Virtual Server version 1.2.1 (size=4096)
-Prot LocalAddress:Port Scheduler Flags
-  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
-TCP  0A60906C:2328 rr  
-  -> 0AF40005:2328      Masq    1      0          67        
-  -> 0AF40003:2328      Masq    0      2          0         
-UDP  0A60000A:0035 rr  
-  -> 0AF40002:0035      Masq    1      0          0         
-`
-	want := `Prot LocalAddress:Port Scheduler Flags
-  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
-TCP 10.96.144.108:9000 rr
-  -> 10.244.0.5:9000 Masq 1 0 67
-  -> 10.244.0.3:9000 Masq 0 2 0
-UDP 10.96.0.10:53 rr
-  -> 10.244.0.2:53 Masq 1 0 0
-`
-	if got := tableAsIpvsadm(in); got != want {
-		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+func TestForwardAndProtocolNames(t *testing.T) {
+	for flags, want := range map[uint32]string{0: "Masq", 1: "Local", 2: "Tunnel", 3: "Route", 0x100 | 2: "Tunnel"} {
+		if got := forwardName(flags); got != want {
+			t.Errorf("forwardName(%#x) = %s, want %s", flags, got, want)
+		}
+	}
+	for p, want := range map[uint16]string{6: "TCP", 17: "UDP", 132: "SCTP"} {
+		if got := protoName(p); got != want {
+			t.Errorf("protoName(%d) = %s, want %s", p, got, want)
+		}
 	}
 }
 
