@@ -160,8 +160,10 @@ func (c *checker) trafficPolicyLocal(ctx context.Context) (string, error) {
 	if len(local) != 1 {
 		return "", fmt.Errorf("local Pods: %s, want one", describe(local))
 	}
+	// The one Pod and its node.
 	var pod, home string
-	for pod, home = range local {
+	for p, n := range local {
+		pod, home = p, n
 	}
 	homeNode, _ := c.h.nodeOf(home)
 	var other clusterNode

@@ -182,7 +182,7 @@ func (c *checker) deployWorkload(ctx context.Context) (string, error) {
 	if err := c.readEchoPods(ctx); err != nil {
 		return "", err
 	}
-	var starts []string
+	var starts, nodes []string
 	for name := range c.echoPods {
 		p, err := c.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -192,11 +192,13 @@ func (c *checker) deployWorkload(ctx context.Context) (string, error) {
 		if !ok || node.podCIDR == nil || !node.podCIDR.Contains(parseIP(p.Status.PodIP)) {
 			return "", fmt.Errorf("Pod %s on %s has IP %s, outside its node's podCIDR %v", name, p.Spec.NodeName, p.Status.PodIP, node.podCIDR)
 		}
-		starts = append(starts, p.Spec.NodeName)
+		nodes = append(nodes, p.Spec.NodeName)
 		starts = append(starts, readyAfter(p).String())
 	}
 	sort.Strings(starts)
-	return fmt.Sprintf("ClusterIP %s; Pods %s; created to Ready in %s", c.echoIP, c.podList(), strings.Join(starts, ", ")), nil
+	sort.Strings(nodes)
+	return fmt.Sprintf("ClusterIP %s; Pods %s on %s; created to Ready in %s", c.echoIP, c.podList(),
+		strings.Join(nodes, ", "), strings.Join(starts, ", ")), nil
 }
 
 // nodeClients waits for the clients DaemonSet's Pod on every node to run and returns their
