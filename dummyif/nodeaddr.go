@@ -25,7 +25,15 @@ func NodeAddresses(skipLink string) ([]netip.Addr, error) {
 			return nil, fmt.Errorf("looking up %s: %w", skipLink, err)
 		}
 	}
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	// An address added or removed anywhere on the node while the kernel answers marks the
+	// dump interrupted: its result may be incomplete, so it is listed again, never used.
+	var addrs []netlink.Addr
+	var err error
+	for range 5 {
+		if addrs, err = netlink.AddrList(nil, netlink.FAMILY_ALL); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing addresses: %w", err)
 	}
