@@ -36,14 +36,11 @@ func (r *Reconciler) apply(changes map[model.VSKey]*model.VirtualServer) Result 
 	}
 	sort.Slice(steps, func(i, j int) bool { return model.VSKeyLess(steps[i].key, steps[j].key) })
 
-	// Over a batching kernel every write below is queued, in the same order as it would be
-	// made one by one, and sent many per system call. The cache is updated as if each
-	// succeeded; a step whose writes failed is re-read from the kernel afterwards, as in the
-	// unbatched case, which puts the cache right.
-	if b, ok := r.k.(batcher); ok {
-		b.startBatch()
-		r.batch = b
-	}
+	// Every write below is queued, in the order it would be made one by one, and sent many
+	// per system call. The cache is updated as if each succeeded; a step whose writes failed
+	// is re-read from the kernel afterwards, which puts the cache right.
+	r.k.StartBatch()
+	r.batching = true
 
 	// 1. Create virtual servers, add real servers and change weights (including giving a
 	// draining real server that is wanted again its weight back).

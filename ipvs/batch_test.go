@@ -2,7 +2,6 @@ package ipvs
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -10,90 +9,56 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// batchingFake is a FakeKernel that batches as the netlink kernel does: between startBatch
-// and flushBatch writes are queued (nil returned) and done at the flush, in order. lose, if
-// set, makes flushBatch report a write as of unknown outcome although it was done (what a
-// receive buffer overrun looks like).
-type batchingFake struct {
-	*FakeKernel
-	open    bool
-	queue   []func() error
-	flushes int
-	lose    func(i int) bool
-}
-
-func (b *batchingFake) startBatch() { b.open = true }
-
-func (b *batchingFake) flushBatch(failed func(int, error)) int {
-	b.open = false
-	b.flushes++
-	for i, w := range b.queue {
-		err := w()
-		if b.lose != nil && b.lose(i) {
-			err = fmt.Errorf("%w (%w)", errUnknownOutcome, unix.ENOBUFS)
-		}
-		if err != nil {
-			failed(i, err)
-		}
-	}
-	n := len(b.queue)
-	b.queue = nil
-	return n
-}
-
-func (b *batchingFake) do(w func() error) error {
-	if !b.open {
-		return w()
-	}
-	b.queue = append(b.queue, w)
-	return nil
-}
-
-func (b *batchingFake) NewService(k model.VSKey, s model.VSSpec) error {
-	return b.do(func() error { return b.FakeKernel.NewService(k, s) })
-}
-func (b *batchingFake) UpdateService(k model.VSKey, s model.VSSpec) error {
-	return b.do(func() error { return b.FakeKernel.UpdateService(k, s) })
-}
-func (b *batchingFake) DelService(k model.VSKey) error {
-	return b.do(func() error { return b.FakeKernel.DelService(k) })
-}
-func (b *batchingFake) NewDestination(k model.VSKey, r model.RSKey, w uint32) error {
-	return b.do(func() error { return b.FakeKernel.NewDestination(k, r, w) })
-}
-func (b *batchingFake) UpdateDestination(k model.VSKey, r model.RSKey, w uint32) error {
-	return b.do(func() error { return b.FakeKernel.UpdateDestination(k, r, w) })
-}
-func (b *batchingFake) DelDestination(k model.VSKey, r model.RSKey) error {
-	return b.do(func() error { return b.FakeKernel.DelDestination(k, r) })
-}
-
-// Batched, the reconciler makes the same calls in the same order as one by one, in one flush
-// per Apply, and its cache ends the same.
-func TestBatchedApplyMatchesUnbatched(t *testing.T) {
-	plain, batched := NewFakeKernel(), &batchingFake{FakeKernel: NewFakeKernel()}
-	rp, rb := NewReconciler(plain), NewReconciler(batched)
+// Each Apply's writes go to the kernel in one batch, queued until its flush: none reaches
+// the table before the reconciler is done queueing, and after the flush the table is as
+// desired, and applying the same again writes nothing.
+func TestApplyWritesInOneBatch(t *testing.T) {
+	f := NewFakeKernel()
 	steps := []map[model.VSKey]*model.VirtualServer{
 		changes(vs(kA, "rr", "10.244.0.1:8080", 1, "10.244.0.2:8080", 1), vs(kB, "rr", "10.244.0.1:53", 1)),
 		changes(vs(kA, "wrr", "10.244.0.1:8080", 3, "10.244.0.3:8080", 1), vs(kC, "sh", "10.244.0.9:443", 1)),
 		{kB: nil, kC: vs(kC, "sh")},
 	}
-	for i, ch := range steps {
-		wp, wb := rp.Apply(ch), rb.Apply(ch)
-		expectClean(t, wb, wp.Writes)
-		if got, want := batched.TakeOps(), plain.TakeOps(); fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("step %d: batched calls\n  %v\nunbatched\n  %v", i, got, want)
+	seen, early := 0, 0
+	r := NewReconciler(&hookedKernel{FakeKernel: f, onWrite: func() {
+		seen++
+		if f.Dump() != "" {
+			early++
 		}
-		if batched.Dump() != plain.Dump() {
-			t.Errorf("step %d: batched kernel\n%s\nunbatched\n%s", i, batched.Dump(), plain.Dump())
+	}})
+	expectClean(t, r.Apply(steps[0]), 5)
+	if seen != 5 || early != 0 {
+		t.Fatalf("%d of %d writes found the table changed before the flush", early, seen)
+	}
+	expectDump(t, f, steps[0][kA], steps[0][kB])
+	for _, ch := range steps[1:] {
+		if res := r.Apply(ch); res.Err != nil || len(res.Errors) != 0 || res.Writes == 0 {
+			t.Fatalf("apply: %d writes, %v %v", res.Writes, res.Err, res.Errors)
 		}
 	}
-	if batched.flushes != len(steps) {
-		t.Errorf("%d flushes for %d applies", batched.flushes, len(steps))
+	expectDump(t, f, vs(kA, "wrr", "10.244.0.1:8080", 3, "10.244.0.3:8080", 1), vs(kC, "sh"))
+	if f.Flushes() != len(steps) {
+		t.Errorf("%d flushes for %d applies", f.Flushes(), len(steps))
 	}
-	if w := rb.Apply(steps[len(steps)-1]); w.Writes != 0 {
+	if w := r.Apply(steps[len(steps)-1]); w.Writes != 0 {
 		t.Errorf("applying the same again wrote %d times", w.Writes)
 	}
+}
+
+// hookedKernel runs onWrite before each write method's call.
+type hookedKernel struct {
+	*FakeKernel
+	onWrite func()
+}
+
+func (h *hookedKernel) NewService(k model.VSKey, s model.VSSpec) error {
+	h.onWrite()
+	return h.FakeKernel.NewService(k, s)
+}
+
+func (h *hookedKernel) NewDestination(k model.VSKey, rs model.RSKey, w uint32) error {
+	h.onWrite()
+	return h.FakeKernel.NewDestination(k, rs, w)
 }
 
 // A write that fails inside a batch is reported with its virtual server (a missing
@@ -105,7 +70,7 @@ func TestBatchedFailuresAreFiledAndReRead(t *testing.T) {
 }
 
 func testBatchedFailuresAreFiledAndReRead(t *testing.T, share bool) {
-	f := &batchingFake{FakeKernel: NewFakeKernel()}
+	f := NewFakeKernel()
 	f.MissingSchedulers = map[string]bool{"twos": true}
 	r := NewReconciler(f)
 	if share {
@@ -130,7 +95,7 @@ func testBatchedFailuresAreFiledAndReRead(t *testing.T, share bool) {
 	// With the scheduler available the retry creates it.
 	f.MissingSchedulers = nil
 	expectClean(t, r.Apply(changes(bad)), 2)
-	expectDump(t, f.FakeKernel, good, bad)
+	expectDump(t, f, good, bad)
 }
 
 // When the kernel's answers are lost (ENOBUFS), the writes of unknown outcome are reported
@@ -142,8 +107,8 @@ func TestBatchedUnknownOutcomesAreReRead(t *testing.T) {
 }
 
 func testBatchedUnknownOutcomesAreReRead(t *testing.T, share bool) {
-	f := &batchingFake{FakeKernel: NewFakeKernel()}
-	f.lose = func(i int) bool { return i%2 == 1 }
+	f := NewFakeKernel()
+	f.LoseAnswers = func(i int) bool { return i%2 == 1 }
 	r := NewReconciler(f)
 	if share {
 		r.ShareDesired()
@@ -162,10 +127,10 @@ func testBatchedUnknownOutcomesAreReRead(t *testing.T, share bool) {
 			t.Errorf("%v: %v, want ENOBUFS", k, err)
 		}
 	}
-	f.lose = nil
+	f.LoseAnswers = nil
 	for k := range want {
 		got, ok := r.Applied(k)
-		inKernel, err := f.FakeKernel.GetVirtualServer(k)
+		inKernel, err := f.GetVirtualServer(k)
 		if !ok || err != nil || !got.Equal(normalize(inKernel)) {
 			t.Errorf("%v: cache %v, kernel %v (%v)", k, got, inKernel, err)
 		}

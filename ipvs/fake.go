@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/oplog"
@@ -29,6 +30,15 @@ type FakeKernel struct {
 	MissingSchedulers map[string]bool
 
 	conns map[model.VSKey]map[model.RSKey]uint32
+
+	// Between StartBatch and FlushBatch writes are queued and done at the flush, in order,
+	// as the netlink kernel sends them: the reconciler's batched path is the one tested.
+	batching bool
+	queue    []func() error
+	flushes  int
+	// LoseAnswers, when set, makes FlushBatch report queued write i as of unknown outcome
+	// although it was done: what an overrun of the socket's receive buffer looks like.
+	LoseAnswers func(i int) bool
 	// listingTook is what LastListingTook reports: 0 unless a test sets it
 	// (SetListingTook), so that every check lists the table, whatever the machine's speed.
 	listingTook time.Duration
@@ -223,96 +233,144 @@ func specLine(key model.VSKey, spec model.VSSpec) string {
 }
 
 func (f *FakeKernel) NewService(key model.VSKey, spec model.VSSpec) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.call("new-service", key, specLine(key, spec)); err != nil {
-		return err
-	}
-	if f.MissingSchedulers[spec.Scheduler] {
-		return &SchedulerUnavailableError{Scheduler: spec.Scheduler}
-	}
-	if _, ok := f.vses[key]; ok {
-		return fmt.Errorf("create %s: file exists", key)
-	}
-	spec.Flags = spec.Flags&model.FlagsWeManage | model.FlagHashed
-	f.vses[key] = &model.VirtualServer{Key: key, Spec: spec, Reals: map[model.RSKey]uint32{}}
-	return nil
+	return f.write(func() error {
+		if err := f.call("new-service", key, specLine(key, spec)); err != nil {
+			return err
+		}
+		if f.MissingSchedulers[spec.Scheduler] {
+			return &SchedulerUnavailableError{Scheduler: spec.Scheduler}
+		}
+		if _, ok := f.vses[key]; ok {
+			return fmt.Errorf("create %s: file exists", key)
+		}
+		spec.Flags = spec.Flags&model.FlagsWeManage | model.FlagHashed
+		f.vses[key] = &model.VirtualServer{Key: key, Spec: spec, Reals: map[model.RSKey]uint32{}}
+		return nil
+	})
 }
 
 func (f *FakeKernel) UpdateService(key model.VSKey, spec model.VSSpec) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.call("update-service", key, specLine(key, spec)); err != nil {
-		return err
-	}
-	vs, ok := f.vses[key]
-	if !ok {
-		return fmt.Errorf("update %s: %w", key, ErrNotFound)
-	}
-	if f.MissingSchedulers[spec.Scheduler] {
-		return &SchedulerUnavailableError{Scheduler: spec.Scheduler}
-	}
-	spec.Flags = spec.Flags&model.FlagsWeManage | model.FlagHashed
-	vs.Spec = spec
-	return nil
+	return f.write(func() error {
+		if err := f.call("update-service", key, specLine(key, spec)); err != nil {
+			return err
+		}
+		vs, ok := f.vses[key]
+		if !ok {
+			return fmt.Errorf("update %s: %w", key, ErrNotFound)
+		}
+		if f.MissingSchedulers[spec.Scheduler] {
+			return &SchedulerUnavailableError{Scheduler: spec.Scheduler}
+		}
+		spec.Flags = spec.Flags&model.FlagsWeManage | model.FlagHashed
+		vs.Spec = spec
+		return nil
+	})
 }
 
 func (f *FakeKernel) DelService(key model.VSKey) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.call("del-service", key, key.String()); err != nil {
-		return err
-	}
-	if _, ok := f.vses[key]; !ok {
-		return fmt.Errorf("delete %s: %w", key, ErrNotFound)
-	}
-	delete(f.vses, key)
-	return nil
+	return f.write(func() error {
+		if err := f.call("del-service", key, key.String()); err != nil {
+			return err
+		}
+		if _, ok := f.vses[key]; !ok {
+			return fmt.Errorf("delete %s: %w", key, ErrNotFound)
+		}
+		delete(f.vses, key)
+		return nil
+	})
 }
 
 func (f *FakeKernel) NewDestination(key model.VSKey, rs model.RSKey, weight uint32) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	what := fmt.Sprintf("add %s to %s", rs, key)
-	vs, has, err := f.destination("new-dest", what, key, rs, fmt.Sprintf("%s %s weight=%d", key, rs, weight))
-	switch {
-	case err != nil:
-		return err
-	case has:
-		return fmt.Errorf("%s: file exists", what)
-	}
-	vs.Reals[rs] = weight
-	return nil
+	return f.write(func() error {
+		what := fmt.Sprintf("add %s to %s", rs, key)
+		vs, has, err := f.destination("new-dest", what, key, rs, fmt.Sprintf("%s %s weight=%d", key, rs, weight))
+		switch {
+		case err != nil:
+			return err
+		case has:
+			return fmt.Errorf("%s: file exists", what)
+		}
+		vs.Reals[rs] = weight
+		return nil
+	})
 }
 
 func (f *FakeKernel) UpdateDestination(key model.VSKey, rs model.RSKey, weight uint32) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	what := fmt.Sprintf("set weight of %s in %s", rs, key)
-	vs, has, err := f.destination("update-dest", what, key, rs, fmt.Sprintf("%s %s weight=%d", key, rs, weight))
-	switch {
-	case err != nil:
-		return err
-	case !has:
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
-	}
-	vs.Reals[rs] = weight
-	return nil
+	return f.write(func() error {
+		what := fmt.Sprintf("set weight of %s in %s", rs, key)
+		vs, has, err := f.destination("update-dest", what, key, rs, fmt.Sprintf("%s %s weight=%d", key, rs, weight))
+		switch {
+		case err != nil:
+			return err
+		case !has:
+			return fmt.Errorf("%s: %w", what, ErrNotFound)
+		}
+		vs.Reals[rs] = weight
+		return nil
+	})
 }
 
 func (f *FakeKernel) DelDestination(key model.VSKey, rs model.RSKey) error {
+	return f.write(func() error {
+		what := fmt.Sprintf("remove %s from %s", rs, key)
+		vs, has, err := f.destination("del-dest", what, key, rs, fmt.Sprintf("%s %s", key, rs))
+		switch {
+		case err != nil:
+			return err
+		case !has:
+			return fmt.Errorf("%s: %w", what, ErrNotFound)
+		}
+		delete(vs.Reals, rs)
+		return nil
+	})
+}
+
+// StartBatch opens a batch: the writes until FlushBatch are queued.
+func (f *FakeKernel) StartBatch() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	what := fmt.Sprintf("remove %s from %s", rs, key)
-	vs, has, err := f.destination("del-dest", what, key, rs, fmt.Sprintf("%s %s", key, rs))
-	switch {
-	case err != nil:
-		return err
-	case !has:
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	f.batching = true
+}
+
+// FlushBatch does the queued writes in order (each logged as it is done), reports each
+// that failed by its index among them, and returns how many there were.
+func (f *FakeKernel) FlushBatch(failed func(i int, err error)) int {
+	f.mu.Lock()
+	queue := f.queue
+	f.queue, f.batching = nil, false
+	f.flushes++
+	errs := make([]error, len(queue))
+	for i, w := range queue {
+		errs[i] = w()
+		if f.LoseAnswers != nil && f.LoseAnswers(i) {
+			errs[i] = fmt.Errorf("%w (%w)", errUnknownOutcome, syscall.ENOBUFS)
+		}
 	}
-	delete(vs.Reals, rs)
-	return nil
+	f.mu.Unlock()
+	for i, err := range errs {
+		if err != nil {
+			failed(i, err)
+		}
+	}
+	return len(queue)
+}
+
+// Flushes is how many batches were flushed.
+func (f *FakeKernel) Flushes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushes
+}
+
+// write does w under the lock now, or queues it in a batch.
+func (f *FakeKernel) write(w func() error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.batching {
+		f.queue = append(f.queue, w)
+		return nil
+	}
+	return w()
 }
 
 // destination logs a real-server call (line), then finds its virtual server and tells

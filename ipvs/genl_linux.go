@@ -87,9 +87,6 @@ const (
 	replyTimeout = 60 * time.Second
 )
 
-// errUnknownOutcome wraps ENOBUFS for writes whose answer the kernel dropped.
-var errUnknownOutcome = errors.New("outcome unknown: the kernel dropped its answer (socket receive buffer overrun)")
-
 // newGenl opens the socket in network namespace ns (netns.None(): the calling thread's) and
 // resolves the IPVS family there. The socket stays in ns whatever thread uses it later.
 func newGenl(ns netns.NsHandle) (*genl, error) {

@@ -115,10 +115,10 @@ func (k *netlinkKernel) Close() error {
 	return k.g.close()
 }
 
-// startBatch and flushBatch implement batcher: writes in between are queued and sent many
-// per system call (see genl).
-func (k *netlinkKernel) startBatch()                                  { k.g.startBatch() }
-func (k *netlinkKernel) flushBatch(failed func(i int, err error)) int { return k.g.flush(failed) }
+// StartBatch and FlushBatch: writes in between are queued and sent many per system call
+// (see genl).
+func (k *netlinkKernel) StartBatch()                                  { k.g.startBatch() }
+func (k *netlinkKernel) FlushBatch(failed func(i int, err error)) int { return k.g.flush(failed) }
 
 // ListVirtualServers lists the services, then each one's real servers, then the services
 // again. The kernel's IPVS

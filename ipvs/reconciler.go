@@ -66,10 +66,10 @@ type Reconciler struct {
 	draining     map[model.VSKey]map[model.RSKey]time.Time // deadline per draining real server
 	wantSpec     map[model.VSKey]model.VSSpec              // the desired spec, before drain adjustments
 
-	// While apply runs over a Kernel that batches, writes are queued: batch is that kernel
-	// and pending the queued writes in order, whose outcomes arrive at the flush.
-	batch   batcher
-	pending []pendingRun
+	// While apply runs, writes are queued (batching) and pending holds them in order, whose
+	// outcomes arrive at the flush.
+	batching bool
+	pending  []pendingRun
 
 	// With share, a virtual server the kernel holds exactly as desired is cached as the
 	// caller's own object rather than a copy (shared marks those): see ShareDesired.

@@ -402,11 +402,13 @@ func TestFailureIsReportedPerKeyAndRetried(t *testing.T) {
 		if res.Errors[kB] == nil {
 			t.Fatal("creating over an existing virtual server did not fail")
 		}
+		// The real servers queued behind the failed create reached the existing virtual
+		// server (10.244.0.6 was added, 10.244.0.5 was there): the re-read after the
+		// failure shows that, so the retry only fixes the scheduler.
 		f.TakeOps()
-		expectClean(t, r.Apply(changes(b)), 2)
-		expectOps(t, f,
-			"update-service UDP 10.96.0.2:53 rr flags=0x0 timeout=0",
-			"new-dest UDP 10.96.0.2:53 10.244.0.6:53 weight=1")
+		expectClean(t, r.Apply(changes(b)), 1)
+		expectOps(t, f, "update-service UDP 10.96.0.2:53 rr flags=0x0 timeout=0")
+		expectDump(t, f, b)
 	})
 
 	t.Run("del-service", func(t *testing.T) {

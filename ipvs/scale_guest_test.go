@@ -79,14 +79,14 @@ func TestGuestReceiveBufferOverrun(t *testing.T) {
 	}
 
 	// Directly: 300 real servers for virtual servers that do not exist.
-	nk.startBatch()
+	nk.StartBatch()
 	for i := range 300 {
 		if err := k.NewDestination(scaleVS(6000+i, 0).Key, model.RSKey{Addr: netip.MustParseAddr("10.99.0.1"), Port: 80}, 1); err != nil {
 			t.Fatalf("queueing: %v", err)
 		}
 	}
 	lost, failed := 0, 0
-	n := nk.flushBatch(func(i int, err error) {
+	n := nk.FlushBatch(func(i int, err error) {
 		failed++
 		switch {
 		case errors.Is(err, unix.ENOBUFS):

@@ -5,15 +5,6 @@ import (
 	"fmt"
 )
 
-// batcher is implemented by a Kernel that can queue writes and send many per system call.
-// Between startBatch and flushBatch, a write method either fails at once (nothing queued) or
-// returns nil and is queued; flushBatch sends the queue, calls failed for each queued write
-// that failed (by its index among the queued, in order) and returns how many were queued.
-type batcher interface {
-	startBatch()
-	flushBatch(failed func(i int, err error)) int
-}
-
 // pendingRun is n consecutive queued writes of one step, and whether "not found" counts as
 // success for them (deletes of what is already gone). Runs, not one entry per write: a
 // cold start queues over half a million writes.
@@ -55,7 +46,7 @@ func (r *Reconciler) account(s *step, res *Result, op string, err error, goneIsD
 		s.errs = append(s.errs, err)
 		return false
 	}
-	if r.batch != nil {
+	if r.batching {
 		if n := len(r.pending); n > 0 && r.pending[n-1].s == s && r.pending[n-1].goneIsDone == goneIsDone {
 			r.pending[n-1].n++
 		} else {
@@ -67,7 +58,7 @@ func (r *Reconciler) account(s *step, res *Result, op string, err error, goneIsD
 
 // flush ends a batch: it sends the queued writes and files each failure with its step.
 func (r *Reconciler) flush() {
-	if r.batch == nil {
+	if !r.batching {
 		return
 	}
 	queued := 0
@@ -88,12 +79,12 @@ func (r *Reconciler) flush() {
 			p.s.errs = append(p.s.errs, err)
 		}
 	}
-	if n := r.batch.flushBatch(file); n != queued {
+	if n := r.k.FlushBatch(file); n != queued {
 		// Cannot happen with a correct Kernel; if it does, nothing about this batch is known.
 		for _, p := range r.pending {
 			p.s.errs = append(p.s.errs, fmt.Errorf("the kernel accounted for %d writes of %d", n, queued))
 		}
 	}
-	r.batch = nil
+	r.batching = false
 	r.pending = nil
 }
