@@ -26,6 +26,8 @@ var zones = []string{"zone-a", "zone-b", "zone-c"}
 const (
 	baseMemMiB        = 2048
 	defaultNodeMemMiB = 2048
+	// make conformance's nodes get up to this much when NODE_MEM is not set (nodeMemFor).
+	conformanceNodeMemMiB = 4096
 )
 
 // clusterNode is one node: its name, its address on the segment and its zone; podCIDR once
@@ -70,6 +72,21 @@ func parseNodes(s string, nodeMiB, maxMiB int) (int, error) {
 }
 
 func guestMemMiB(n, nodeMiB int) int { return baseMemMiB + n*nodeMiB }
+
+// nodeMemFor is the most memory each of n nodes can get (MiB), from defaultNodeMemMiB up to
+// upMiB in steps of 256, with the guest within maxMiB: make conformance's default NODE_MEM, so
+// that six nodes fit a machine where six nodes of 4096 MiB would not.
+func nodeMemFor(n, upMiB, maxMiB int) (int, error) {
+	if need := guestMemMiB(n, defaultNodeMemMiB); need > maxMiB {
+		return 0, fmt.Errorf("NODES=%d needs %d MiB of guest memory (%d MiB + %d MiB a node at the least); this machine allows %d MiB (GUEST_MEM_MAX)",
+			n, need, baseMemMiB, defaultNodeMemMiB, maxMiB)
+	}
+	mib := defaultNodeMemMiB
+	for mib+256 <= upMiB && guestMemMiB(n, mib+256) <= maxMiB {
+		mib += 256
+	}
+	return mib, nil
+}
 
 // nodeMem is what one node gets (MiB): NODE_MEM, or 2048.
 func nodeMem() (int, error) {

@@ -48,3 +48,36 @@ func TestLayoutNamesAddressesAndZones(t *testing.T) {
 		}
 	}
 }
+
+// make conformance's default NODE_MEM: 4096 MiB a node where the guest's limit allows it, less
+// for six nodes on a 24 GiB machine (17961 MiB for the guest), never less than 2048.
+func TestNodeMemFor(t *testing.T) {
+	for _, tc := range []struct {
+		n, max  int
+		want    int
+		wantErr string
+	}{
+		{1, 17961, 4096, ""},
+		{3, 17961, 4096, ""},
+		{6, 17961, 2560, ""}, // 2048 + 6*2560 = 17408; 6*2816 would be 18944
+		{6, 2048 + 6*2304, 2304, ""},
+		{6, 2048 + 6*2304 - 1, 2048, ""},
+		{6, 2048 + 6*2048, 2048, ""},
+		{6, 2048 + 6*2048 - 1, 0, "NODES=6 needs 14336 MiB of guest memory"},
+		{1, 1 << 20, 4096, ""},
+	} {
+		got, err := nodeMemFor(tc.n, conformanceNodeMemMiB, tc.max)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("nodeMemFor(%d, %d) = %d, %v; want an error with %q", tc.n, tc.max, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("nodeMemFor(%d, %d) = %d, %v; want %d", tc.n, tc.max, got, err, tc.want)
+		}
+		if err == nil && (got%256 != 0 || guestMemMiB(tc.n, got) > tc.max) {
+			t.Errorf("nodeMemFor(%d, %d) = %d: not a multiple of 256, or over the limit", tc.n, tc.max, got)
+		}
+	}
+}

@@ -8,6 +8,7 @@
 //	cluster-host --bin DIR --repo DIR --stage DIR --checks conformance --conformance DIR
 //	      --report DIR [--proxy kube-ipvs|kube-proxy] [--focus RE] [--skip RE] [--procs N]
 //	      [--timeout D]
+//	cluster-host --checks validate|node-mem [--nodes N]
 //
 // smoke (make cluster) checks the bring-up, the deployment and the traffic through each kind
 // of Service; all (make cluster-test) adds the rolling update, the re-created Pod and scaling.
@@ -20,6 +21,10 @@
 // against the cluster (ginkgo's --focus and --skip; --procs > 1 runs it through ginkgo's CLI
 // in parallel; --timeout is ginkgo's suite timeout, default 6h) and writes its JUnit report,
 // log and results.json into --report; its last line counts the specs, not the checks.
+// validate (hack/cluster/run.sh) prints the guest memory N nodes of NODE_MEM need, or fails when
+// this machine cannot give it; node-mem (hack/conformance/run.sh) prints the memory each node
+// gets, NODE_MEM or, unset, the most from 2048 to 4096 MiB (in steps of 256) that N nodes fit.
+// Both run before anything is built.
 //
 // DIR of --bin is hack/cluster/binaries.sh's folder; --stage is the guest payload folder,
 // already holding the node's binaries, images and entry; this program adds /payload/node/
@@ -98,6 +103,18 @@ func run() int {
 	if checks == "validate" {
 		// run.sh asks before it builds anything: the guest memory the nodes need.
 		fmt.Println(guestMemMiB(nNodes, nodeMiB))
+		return 0
+	}
+	if checks == "node-mem" {
+		// hack/conformance/run.sh asks before it builds anything: the memory each node gets,
+		// NODE_MEM when set (validated above), else as much as fits up to 4096 MiB.
+		if os.Getenv("NODE_MEM") == "" {
+			if nodeMiB, err = nodeMemFor(nNodes, conformanceNodeMemMiB, maxMem); err != nil {
+				fmt.Fprintf(os.Stderr, "cluster-host: %v\n", err)
+				return 2
+			}
+		}
+		fmt.Println(nodeMiB)
 		return 0
 	}
 	var conf *conformance
