@@ -30,7 +30,8 @@
 #           results.json (per spec: passed, failed or skipped, seconds, the failure's first line)
 #   CONFORMANCE_TIMEOUT  ginkgo's suite timeout (default 6h); GUEST_TIMEOUT (seconds) of the
 #           guest, default the suite timeout plus an hour; NODE_MEM (MiB) each node gets,
-#           default 4096 (the guest: 2048 more)
+#           default the most from 2048 to 4096 (in steps of 256) that NODES nodes fit in the
+#           guest's limit (cluster-host --checks node-mem; the guest: 2048 more)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
@@ -77,6 +78,15 @@ case $proxy in
 kube-ipvs | kube-proxy) ;;
 *) echo "conformance: PROXY=$proxy: want kube-ipvs or kube-proxy" >&2; exit 2 ;;
 esac
+# Each node's memory (the suite's images and Pods), or why NODES nodes do not fit, before
+# anything else is built: NODE_MEM when set, else the most up to 4096 MiB that the guest's
+# limit holds for NODES nodes (six nodes of 4096 do not fit a 24 GiB machine). The flags are
+# hack/cluster/run.sh's, so that its build of cluster-host reuses Go's cache.
+tools=$(mktemp -d "${TMPDIR:-/tmp}/kipvs-conformance-tools.XXXXXX")
+trap 'rm -rf "$tools"' EXIT
+(cd test/apiserver && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$tools/cluster-host" ./cmd/cluster-host)
+mem=$("$tools/cluster-host" --checks node-mem --nodes "$nodes") || exit 2
+export NODE_MEM=$mem
 
 hack/deps.sh
 start=$SECONDS
@@ -98,9 +108,9 @@ if [[ -z $selected || $selected == 0\ * ]]; then
 fi
 echo "conformance: the focus and skip select ${selected} specs (ginkgo dry run)" >&2
 export CLUSTER_CONFORMANCE_IMAGES=$conf/images
-# Each node's memory (the suite's images and Pods); the guest's lifetime (GUEST_TIMEOUT) is
-# cluster-host's: the suite's timeout and an hour more for the bring-up.
-export NODE_MEM=${NODE_MEM:-4096}
+# The guest's lifetime (GUEST_TIMEOUT) is cluster-host's: the suite's timeout and an hour more
+# for the bring-up.
+
 # What results.json (and the docs generated from it) quote as the command.
 cmd="make conformance PROXY=$proxy"
 if [[ $selection == custom ]]; then
