@@ -2,10 +2,10 @@
 # run.sh: make conformance (docs/conformance.md). Builds (or takes from .cache/) what the run
 # needs: the cluster's binaries and images (hack/cluster/binaries.sh, images.sh), e2e.test,
 # ginkgo and the suite's images (hack/conformance/build.sh), and with PROXY=kube-proxy
-# kube-proxy's image (hack/cluster/kube-proxy-image.sh); then brings the one-node cluster up
+# kube-proxy's image (hack/cluster/kube-proxy-image.sh); then brings the cluster up
 # exactly as make cluster does (hack/cluster/run.sh conformance), deploys the proxy and CoreDNS,
-# and runs e2e.test on the host against it. A run of SELECTION services, sig-network-services
-# or sig-network-others into the default REPORT is published: its results.json is copied to
+# and runs e2e.test on the host against it. A run of a SELECTION other than sig-network into
+# the default REPORT, without FOCUS or SKIP, is published: its results.json is copied to
 # docs/conformance-results/ and docs/conformance.md is generated again
 # (test/apiserver/cmd/conformance-report). Its last line is
 #   make conformance: N passed, M failed in T
@@ -23,9 +23,9 @@
 #   SKIP    ginkgo's skip, in place of the selection's
 #   PROXY   kube-ipvs (default; deploy/ as shipped) or kube-proxy (v1.37 in IPVS mode)
 #   PROCS   ginkgo's parallel processes (default 1)
-#   NODES   the cluster's nodes (default 1; docs/cluster.md); with one node, the specs that need
-#           more and would start their Pods before finding out are skipped by name
-#           (hack/conformance/one-node-skip.txt)
+#   NODES   the cluster's nodes (default 1; docs/cluster.md); the sig-network* selections skip
+#           by name the specs that need more (hack/conformance/nodes-skip.txt: each term with the
+#           fewest nodes it needs, and why)
 #   REPORT  the report folder (default _output/conformance/SELECTION/PROXY): junit_01.xml, e2e.log, run.log and
 #           results.json (per spec: passed, failed or skipped, seconds, the failure's first line)
 #   CONFORMANCE_TIMEOUT  ginkgo's suite timeout (default 6h); GUEST_TIMEOUT (seconds) of the
@@ -40,6 +40,16 @@ proxy=${PROXY:-kube-ipvs}
 selection=${SELECTION:-services}
 nodes=${NODES:-1}
 export NODES=$nodes
+if [[ ! $nodes =~ ^[1-9][0-9]*$ ]]; then
+  echo "conformance: NODES=$nodes: want a number of nodes, 1 or more" >&2
+  exit 2
+fi
+# The terms of nodes-skip.txt ("MIN<TAB>term<TAB>reason") whose specs need more than NODES
+# nodes, joined with "|".
+nodes_terms() {
+  awk -F'\t' -v n="$nodes" '!/^#/ && NF == 3 && n < $1 + 0 { print $2 }' \
+    hack/conformance/nodes-skip.txt | paste -sd'|'
+}
 case $selection in
 services)
   focus='\[sig-network\] Services.*\[Conformance\]'
@@ -62,7 +72,8 @@ sig-network | sig-network-services | sig-network-others | sig-network-serial)
     [[ -z $serial ]] || skip+="|$serial"
     ;;
   esac
-  [[ $nodes != 1 ]] || skip+="|$(terms hack/conformance/one-node-skip.txt)"
+  few=$(nodes_terms)
+  [[ -z $few ]] || skip+="|$few"
   ;;
 *) echo "conformance: SELECTION=$selection: want services, sig-network, sig-network-services, sig-network-others or sig-network-serial" >&2; exit 2 ;;
 esac

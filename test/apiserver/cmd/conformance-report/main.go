@@ -2,15 +2,14 @@
 // conformance (test/apiserver/cmd/cluster-host/conformance.go): for each selection, one run
 // with kube-proxy's IPVS mode, the reference column, and one with kube-ipvs, side by side per
 // spec, with why each failure fails (hack/conformance/explained.txt) and why the skip leaves
-// out what it leaves out (hack/conformance/sig-network-skip.txt, sig-network-others-skip.txt and,
-// for runs on one node, one-node-skip.txt).
+// out what it leaves out (hack/conformance/sig-network-skip.txt, sig-network-others-skip.txt,
+// serial-skip.txt and, for runs on fewer nodes than its terms need, nodes-skip.txt).
 //
 //	conformance-report [--results docs/conformance-results] [--hack hack/conformance] [--out docs/conformance.md]
 //
 // It reads RESULTS/SELECTION/PROXY.json (hack/conformance/run.sh publishes each run of a named
 // selection there) for SELECTION services, sig-network-services, sig-network-others and
-// sig-network-serial and
-// PROXY kube-proxy and kube-ipvs;
+// sig-network-serial and PROXY kube-proxy and kube-ipvs;
 // a missing file is a run not made ("not run"). Each failure
 // without an explanation is marked on the page and named on stderr. The page is generated:
 // edit this program or the hack/conformance text files, not the page.
@@ -35,7 +34,7 @@ func main() {
 }
 
 func run(dir, hack, out string) error {
-	skip, err := readSkipReasons(filepath.Join(hack, "sig-network-skip.txt"))
+	wideSkip, err := readSkipReasons(filepath.Join(hack, "sig-network-skip.txt"))
 	if err != nil {
 		return err
 	}
@@ -43,20 +42,28 @@ func run(dir, hack, out string) error {
 	if err != nil {
 		return err
 	}
-	// A one-node run (NODES=1) also skips one-node-skip.txt's terms.
-	oneNode, err := readSkipReasons(filepath.Join(hack, "one-node-skip.txt"))
+	// A run on fewer nodes than a term of nodes-skip.txt needs also skips that term, after the
+	// selection's own (hack/conformance/run.sh); the page gives each its reason and the nodes it
+	// needs.
+	fewNodes, err := readNodesSkip(filepath.Join(hack, "nodes-skip.txt"))
 	if err != nil {
 		return err
 	}
-	skip = append(skip, oneNode...)
+	join := func(lists ...[]skipReason) []skipReason {
+		var out []skipReason
+		for _, l := range lists {
+			out = append(out, l...)
+		}
+		return out
+	}
 	ex, err := readExplanations(filepath.Join(hack, "explained.txt"))
 	if err != nil {
 		return err
 	}
 	const wide = "Every `[sig-network]` spec (the focus of upstream's kube-proxy IPVS job), less the skip\n" +
-		"terms below: upstream's, `[Serial]` and `[Disruptive]`, and what this one-node cluster without\n" +
-		"a cloud or a route out cannot run (specs that need more nodes and would start their Pods\n" +
-		"before finding out are left out by name; the others skip themselves at run time and are\n" +
+		"terms below: upstream's, `[Serial]` and `[Disruptive]`, and what this cluster without a\n" +
+		"cloud or a route out cannot run (specs that need more nodes than the run has are left out by\n" +
+		"name, each term with the nodes it needs; the others skip themselves at run time and are\n" +
 		"listed with the reason they gave). `make conformance SELECTION=sig-network` runs it in one\n" +
 		"go; this page shows it in two halves, each run by both proxies on the same build one after\n" +
 		"the other, because both proxies' runs of all of it on the emulated node do not fit, after a\n" +
@@ -67,7 +74,7 @@ func run(dir, hack, out string) error {
 		return err
 	}
 	var notSerial []skipReason
-	for _, r := range skip {
+	for _, r := range wideSkip {
 		if r.Term != `\[Serial\]` {
 			notSerial = append(notSerial, r)
 		}
@@ -83,16 +90,16 @@ func run(dir, hack, out string) error {
 			Key:       "sig-network-services",
 			Title:     "[sig-network], first half: `make conformance SELECTION=sig-network-services`",
 			Intro:     wide + "\n\nThis half is the `[sig-network] Services ...` specs: focus `\\[sig-network\\] Services\\s`.",
-			Skip:      skip,
-			SkipFiles: "sig-network-skip.txt",
+			Skip:      join(wideSkip, fewNodes),
+			SkipFiles: "sig-network-skip.txt and nodes-skip.txt",
 		},
 		{
 			Key:   "sig-network-others",
 			Title: "[sig-network], second half: `make conformance SELECTION=sig-network-others`",
 			Intro: "Every other spec of the wide selection (the first half says what it is): the same focus\n" +
 				"and skip, and the first half's specs skipped as well.",
-			Skip:      append(append([]skipReason(nil), skip...), othersSkip...),
-			SkipFiles: "sig-network-skip.txt and sig-network-others-skip.txt",
+			Skip:      join(wideSkip, othersSkip, fewNodes),
+			SkipFiles: "sig-network-skip.txt, sig-network-others-skip.txt and nodes-skip.txt",
 		},
 		{
 			Key:   "sig-network-serial",
@@ -100,8 +107,8 @@ func run(dir, hack, out string) error {
 			Intro: "The `[Serial]` specs of the wide selection's focus, which its two halves leave out: each\n" +
 				"must run alone on the cluster, so this run has one ginkgo process. The rest of the skip\n" +
 				"holds, and the `[Serial]` specs this cluster cannot run are left out by name.",
-			Skip:      append(notSerial, serialSkip...),
-			SkipFiles: "sig-network-skip.txt but its `\\[Serial\\]`, and serial-skip.txt",
+			Skip:      join(notSerial, serialSkip, fewNodes),
+			SkipFiles: "sig-network-skip.txt but its `\\[Serial\\]`, serial-skip.txt and nodes-skip.txt",
 		},
 	}}
 	for i := range pg.Selections {

@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
 // The hand-kept text the generated page quotes: why each skip term leaves its specs out
-// (hack/conformance/sig-network-skip.txt) and why a spec failed
-// (hack/conformance/explained.txt). Both are tab-separated lines; # starts a comment.
+// (hack/conformance/sig-network-skip.txt and the others, nodes-skip.txt with the nodes each
+// term's specs need) and why a spec failed (hack/conformance/explained.txt). All are
+// tab-separated lines; # starts a comment.
 
 // skipReason is one term of a selection's skip and why it is there.
 type skipReason struct {
 	Term, Why string
+	// MinNodes, for a term of nodes-skip.txt, is the fewest nodes its specs need: the skip
+	// holds the term only on a cluster of fewer nodes. 0 for the other files' terms.
+	MinNodes int
 }
 
 // explanation says why a spec fails for a proxy ("both" for either): an environment limit
@@ -27,6 +32,27 @@ func readSkipReasons(path string) ([]skipReason, error) {
 	var out []skipReason
 	err := readFields(path, 2, func(f []string) { out = append(out, skipReason{Term: f[0], Why: f[1]}) })
 	return out, err
+}
+
+// readNodesSkip reads nodes-skip.txt's "MIN<TAB>term<TAB>reason" lines; MIN is 2 or more (a
+// term for one node would be in no run's skip).
+func readNodesSkip(path string) ([]skipReason, error) {
+	var out []skipReason
+	var bad error
+	err := readFields(path, 3, func(f []string) {
+		n, err := strconv.Atoi(f[0])
+		if (err != nil || n < 2) && bad == nil {
+			bad = fmt.Errorf("%s: %q: nodes %q: want a number, 2 or more", path, f[1], f[0])
+		}
+		out = append(out, skipReason{Term: f[1], Why: f[2], MinNodes: n})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	return out, nil
 }
 
 // readExplanations reads "proxy<TAB>spec<TAB>why" lines; proxy is kube-proxy, kube-ipvs or both.

@@ -168,7 +168,12 @@ func renderSelection(b *strings.Builder, s selectionRuns, ex []explanation) (une
 			}
 		}
 		for _, t := range terms {
-			p("| %s | %s | %d |\n", code(t.Term), t.Why, len(byTerm[t.Term]))
+			why := t.Why
+			if t.MinNodes > 0 {
+				// A term of nodes-skip.txt is in the skip only on fewer nodes than its specs need.
+				why = fmt.Sprintf("on fewer than %d nodes: %s", t.MinNodes, why)
+			}
+			p("| %s | %s | %d |\n", code(t.Term), why, len(byTerm[t.Term]))
 		}
 		for _, t := range terms {
 			if len(byTerm[t.Term]) == 0 {

@@ -97,25 +97,33 @@ func TestSuiteKey(t *testing.T) {
 	}
 }
 
-// run reads SELECTION/PROXY.json under --results and the notes under --hack.
-func TestRunReadsPublishedResults(t *testing.T) {
-	dir, hack := t.TempDir(), t.TempDir()
-	for _, f := range []struct{ path, text string }{
-		{filepath.Join(hack, "sig-network-skip.txt"), "Alpha\tgates\n"},
-		{filepath.Join(hack, "sig-network-others-skip.txt"), "Services\tthe other half\n"},
-		{filepath.Join(hack, "one-node-skip.txt"), "two nodes\tone node\n"},
-		{filepath.Join(hack, "serial-skip.txt"), "# none yet\n"},
-		{filepath.Join(dir, "sig-network-others", "kube-proxy.json"), `{"proxy":"kube-proxy","passed":1,"skip":"Alpha|Services","specs":[{"name":"[sig-network] D","state":"passed"}],"excluded":[{"name":"[sig-network] Services x","term":"Services"}]}`},
-		{filepath.Join(hack, "explained.txt"), "# none\n"},
-		{filepath.Join(dir, "services", "kube-ipvs.json"), `{"proxy":"kube-ipvs","passed":15,"specs":[{"name":"[sig-network] S","state":"passed"}]}`},
-	} {
-		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+// writeFiles writes each path's text, making its folder.
+func writeFiles(t *testing.T, files map[string]string) {
+	t.Helper()
+	for path, text := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(f.path, []byte(f.text), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// notesFiles are the hack/conformance files run reads, under hack.
+func notesFiles(hack string) map[string]string {
+	return map[string]string{
+		filepath.Join(hack, "sig-network-skip.txt"):        "Alpha\tgates\n",
+		filepath.Join(hack, "sig-network-others-skip.txt"): "Services\tthe other half\n",
+		filepath.Join(hack, "nodes-skip.txt"):              "# MIN, term, why\n2\ttwo nodes\tone node\n6\tzoned (a|b)\tthree zones of two\n",
+		filepath.Join(hack, "serial-skip.txt"):             "# none yet\n",
+		filepath.Join(hack, "explained.txt"):               "# none\n",
+	}
+}
+
+// runPage runs the command on dir and hack and returns the page.
+func runPage(t *testing.T, dir, hack string) string {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "conformance.md")
 	if err := run(dir, hack, out); err != nil {
 		t.Fatal(err)
@@ -124,12 +132,29 @@ func TestRunReadsPublishedResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(b)
+}
+
+// run reads SELECTION/PROXY.json under --results and the notes under --hack.
+func TestRunReadsPublishedResults(t *testing.T) {
+	dir, hack := t.TempDir(), t.TempDir()
+	files := notesFiles(hack)
+	files[filepath.Join(dir, "sig-network-others", "kube-proxy.json")] = `{"proxy":"kube-proxy","passed":1,"skip":"Alpha|Services|two nodes|zoned (a|b)",` +
+		`"specs":[{"name":"[sig-network] D","state":"passed"}],"excluded":[{"name":"[sig-network] Services x","term":"Services"},` +
+		`{"name":"[sig-network] zoned a","term":"zoned (a|b)"},{"name":"[sig-network] zoned b","term":"zoned (a|b)"}]}`
+	files[filepath.Join(dir, "services", "kube-ipvs.json")] = `{"proxy":"kube-ipvs","passed":15,"specs":[{"name":"[sig-network] S","state":"passed"}]}`
+	writeFiles(t, files)
+	page := runPage(t, dir, hack)
 	for _, want := range []string{"| services | kube-ipvs | **15** |", "| services | kube-proxy (IPVS) | not run |", "| [sig-network] S | not run | passed (0 s) |",
 		"| sig-network-services | kube-ipvs | not run |", "| sig-network-others | kube-proxy (IPVS) | **1** |",
-		"(hack/conformance/sig-network-skip.txt and sig-network-others-skip.txt: each term",
-		"| `Alpha` | gates | 0 |", "| `Services` | the other half | 1 |"} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("page lacks %q:\n%s", want, b)
+		"(hack/conformance/sig-network-skip.txt, sig-network-others-skip.txt and nodes-skip.txt: each term",
+		"| `Alpha` | gates | 0 |", "| `Services` | the other half | 1 |",
+		// nodes-skip.txt's terms: the reason and the nodes their specs need.
+		"| `two nodes` | on fewer than 2 nodes: one node | 0 |",
+		"| `zoned (a\\|b)` | on fewer than 6 nodes: three zones of two | 2 |",
+		"<details><summary>zoned (a\\|b): 2 specs</summary>\n\n- [sig-network] zoned a\n- [sig-network] zoned b"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
 		}
 	}
 }
@@ -182,15 +207,30 @@ func TestReadNotes(t *testing.T) {
 	if _, err := readSkipReasons(skip); err == nil {
 		t.Error("a line without a tab was accepted")
 	}
+	write(skip, "# MIN, term, why\n2\ttwo nodes\tone node\n\n6\tzoned (a|b)\tthree zones of two\n")
+	n, err := readNodesSkip(skip)
+	if err != nil || len(n) != 2 || n[0] != (skipReason{Term: "two nodes", Why: "one node", MinNodes: 2}) ||
+		n[1] != (skipReason{Term: "zoned (a|b)", Why: "three zones of two", MinNodes: 6}) {
+		t.Fatalf("readNodesSkip = %+v, %v", n, err)
+	}
+	for _, bad := range []string{"two\ttwo nodes\tone node\n", "1\tone node\tnever skipped\n", "two nodes\tone node\n"} {
+		write(skip, bad)
+		if _, err := readNodesSkip(skip); err == nil {
+			t.Errorf("nodes-skip line %q was accepted", bad)
+		}
+	}
 }
 
 // The hand-kept files of the repository parse.
 func TestRepositoryNotesParse(t *testing.T) {
 	hack := filepath.Join("..", "..", "..", "..", "hack", "conformance")
-	for _, f := range []string{"sig-network-skip.txt", "sig-network-others-skip.txt", "one-node-skip.txt", "serial-skip.txt"} {
+	for _, f := range []string{"sig-network-skip.txt", "sig-network-others-skip.txt", "serial-skip.txt"} {
 		if _, err := readSkipReasons(filepath.Join(hack, f)); err != nil {
 			t.Error(err)
 		}
+	}
+	if _, err := readNodesSkip(filepath.Join(hack, "nodes-skip.txt")); err != nil {
+		t.Error(err)
 	}
 	if _, err := readExplanations(filepath.Join(hack, "explained.txt")); err != nil {
 		t.Error(err)
