@@ -19,6 +19,9 @@
 #              "[sig-network] Services ..." ones and the rest (docs/conformance.md shows these)
 #              sig-network-serial: the [Serial] specs of the same focus, which the others leave
 #              out, less hack/conformance/serial-skip.txt's; run with PROCS=1
+#              sig-network-zones: the specs of hack/conformance/nodes-skip.txt that need six
+#              nodes (three zones of two: three Traffic Distribution specs), with the same
+#              skip; it stops at once when NODES is below 6
 #   FOCUS   ginkgo's focus, in place of the selection's (the selection is then "custom")
 #   SKIP    ginkgo's skip, in place of the selection's
 #   PROXY   kube-ipvs (default; deploy/ as shipped) or kube-proxy (v1.37 in IPVS mode)
@@ -45,9 +48,10 @@ if [[ ! $nodes =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 # The terms of nodes-skip.txt ("MIN<TAB>term<TAB>reason") whose specs need more than NODES
-# nodes, joined with "|".
+# nodes, or (with an argument) exactly that many, joined with "|".
 nodes_terms() {
-  awk -F'\t' -v n="$nodes" '!/^#/ && NF == 3 && n < $1 + 0 { print $2 }' \
+  awk -F'\t' -v n="$nodes" -v exact="${1:-}" \
+    '!/^#/ && NF == 3 && (exact == "" ? n < $1 + 0 : exact == $1 + 0) { print $2 }' \
     hack/conformance/nodes-skip.txt | paste -sd'|'
 }
 case $selection in
@@ -55,7 +59,7 @@ services)
   focus='\[sig-network\] Services.*\[Conformance\]'
   skip=''
   ;;
-sig-network | sig-network-services | sig-network-others | sig-network-serial)
+sig-network | sig-network-services | sig-network-others | sig-network-serial | sig-network-zones)
   # One term per line, its reason after a tab; comments start with #.
   terms() { grep -v '^#' "$1" | cut -f1 | paste -sd'|'; }
   focus='\[sig-network\]'
@@ -71,11 +75,22 @@ sig-network | sig-network-services | sig-network-others | sig-network-serial)
     serial=$(terms hack/conformance/serial-skip.txt)
     [[ -z $serial ]] || skip+="|$serial"
     ;;
+  sig-network-zones)
+    # The specs that need three zones of two schedulable nodes each, which every other
+    # selection leaves out below six nodes; checked here, before anything is built.
+    if ((nodes < 6)); then
+      echo "conformance: SELECTION=sig-network-zones needs NODES=6 or more (three zones with two schedulable nodes each); NODES=$nodes" >&2
+      exit 2
+    fi
+    zones=$(nodes_terms 6)
+    [[ -n $zones ]] || { echo "conformance: hack/conformance/nodes-skip.txt has no term for six nodes" >&2; exit 2; }
+    focus="\[sig-network\] ($zones)"
+    ;;
   esac
   few=$(nodes_terms)
   [[ -z $few ]] || skip+="|$few"
   ;;
-*) echo "conformance: SELECTION=$selection: want services, sig-network, sig-network-services, sig-network-others or sig-network-serial" >&2; exit 2 ;;
+*) echo "conformance: SELECTION=$selection: want services, sig-network, sig-network-services, sig-network-others, sig-network-serial or sig-network-zones" >&2; exit 2 ;;
 esac
 if [[ -n ${FOCUS:-} || -n ${SKIP:-} ]]; then
   selection=custom

@@ -8,8 +8,8 @@
 //	conformance-report [--results docs/conformance-results] [--hack hack/conformance] [--out docs/conformance.md]
 //
 // It reads RESULTS/SELECTION/PROXY.json (hack/conformance/run.sh publishes each run of a named
-// selection there) for SELECTION services, sig-network-services, sig-network-others and
-// sig-network-serial and PROXY kube-proxy and kube-ipvs;
+// selection there) for SELECTION services, sig-network-services, sig-network-others,
+// sig-network-serial and sig-network-zones and PROXY kube-proxy and kube-ipvs;
 // a missing file is a run not made ("not run"). Each failure
 // without an explanation is marked on the page and named on stderr. The page is generated:
 // edit this program or the hack/conformance text files, not the page.
@@ -109,6 +109,16 @@ func run(dir, hack, out string) error {
 				"holds, and the `[Serial]` specs this cluster cannot run are left out by name.",
 			Skip:      join(notSerial, serialSkip, fewNodes),
 			SkipFiles: "sig-network-skip.txt but its `\\[Serial\\]`, serial-skip.txt and nodes-skip.txt",
+		},
+		{
+			Key:   "sig-network-zones",
+			Title: "[sig-network], three zones: `make conformance SELECTION=sig-network-zones NODES=6`",
+			Intro: "The specs of the wide selection's focus that need three zones with two schedulable nodes\n" +
+				"each (the terms of hack/conformance/nodes-skip.txt for six nodes), which the other\n" +
+				"selections leave out by name on fewer nodes: here on six nodes, zone-a, zone-b and zone-c\n" +
+				"two each, with the wide selection's skip.",
+			Skip:      wideSkip,
+			SkipFiles: "sig-network-skip.txt",
 		},
 	}}
 	for i := range pg.Selections {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,6 +136,20 @@ func runPage(t *testing.T, dir, hack string) string {
 	return string(b)
 }
 
+// section returns the page's text from the heading that starts with heading to the next
+// heading of its level, or "".
+func section(page, heading string) string {
+	i := strings.Index(page, "\n"+heading)
+	if i < 0 {
+		return ""
+	}
+	rest := page[i+1:]
+	if j := strings.Index(rest[len(heading):], "\n## "); j >= 0 {
+		return rest[:len(heading)+j]
+	}
+	return rest
+}
+
 // run reads SELECTION/PROXY.json under --results and the notes under --hack.
 func TestRunReadsPublishedResults(t *testing.T) {
 	dir, hack := t.TempDir(), t.TempDir()
@@ -152,10 +167,53 @@ func TestRunReadsPublishedResults(t *testing.T) {
 		// nodes-skip.txt's terms: the reason and the nodes their specs need.
 		"| `two nodes` | on fewer than 2 nodes: one node | 0 |",
 		"| `zoned (a\\|b)` | on fewer than 6 nodes: three zones of two | 2 |",
-		"<details><summary>zoned (a\\|b): 2 specs</summary>\n\n- [sig-network] zoned a\n- [sig-network] zoned b"} {
+		"<details><summary>zoned (a\\|b): 2 specs</summary>\n\n- [sig-network] zoned a\n- [sig-network] zoned b",
+		// The three-zone selection, not run yet: both proxies' rows and its section.
+		"| sig-network-zones | kube-proxy (IPVS) | not run |", "| sig-network-zones | kube-ipvs | not run |",
+		"## [sig-network], three zones: `make conformance SELECTION=sig-network-zones NODES=6`\n\nThe specs",
+		"two each, with the wide selection's skip.\n\nNot run yet.\n"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q:\n%s", want, page)
 		}
+	}
+}
+
+// The three-zone selection's section shows both proxies' runs side by side once they exist,
+// with the wide selection's skip and not nodes-skip.txt's terms (its runs have six nodes).
+func TestRunRendersZonesSelection(t *testing.T) {
+	dir, hack := t.TempDir(), t.TempDir()
+	files := notesFiles(hack)
+	const runJSON = `{"proxy":"%s","command":"make conformance PROXY=%s SELECTION=sig-network-zones NODES=6","focus":"\\[sig-network\\] (zoned (a|b))",` +
+		`"skip":"Alpha","procs":1,"seconds":600,"passed":%d,"failed":%d,"specs":[{"name":"[sig-network] zoned a","state":"passed","seconds":5},` +
+		`{"name":"[sig-network] zoned b","state":"%s","seconds":9,"message":"[FAILED] wrong zone"}]}`
+	files[filepath.Join(dir, "sig-network-zones", "kube-proxy.json")] = fmt.Sprintf(runJSON, kubeProxy, kubeProxy, 2, 0, "passed")
+	files[filepath.Join(dir, "sig-network-zones", "kube-ipvs.json")] = fmt.Sprintf(runJSON, kubeIPVS, kubeIPVS, 1, 1, "failed")
+	writeFiles(t, files)
+	page := runPage(t, dir, hack)
+	for _, want := range []string{
+		"| sig-network-zones | kube-proxy (IPVS) | **2** | **0** | 0 | 0 | 10m0s |",
+		"| sig-network-zones | kube-ipvs | **1** | **1** | 0 | 0 | 10m0s |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+	zones := section(page, "## [sig-network], three zones")
+	for _, want := range []string{
+		"| command | `make conformance PROXY=kube-proxy SELECTION=sig-network-zones NODES=6` | `make conformance PROXY=kube-ipvs SELECTION=sig-network-zones NODES=6` |",
+		"| focus | `\\[sig-network\\] (zoned (a\\|b))` | `\\[sig-network\\] (zoned (a\\|b))` |",
+		"| [sig-network] zoned a | passed (5 s) | passed (5 s) |",
+		"| [sig-network] zoned b | passed (9 s) | **failed** (9 s) |",
+		"  - kube-ipvs: `[FAILED] wrong zone`\n    **not explained yet**",
+		"(hack/conformance/sig-network-skip.txt: each term",
+		"| `Alpha` | gates | 0 |",
+	} {
+		if !strings.Contains(zones, want) {
+			t.Errorf("the three-zone section lacks %q:\n%s", want, zones)
+		}
+	}
+	if strings.Contains(zones, "Not run yet") || strings.Contains(zones, "two nodes") || strings.Contains(zones, "on fewer than") {
+		t.Errorf("the three-zone section says not run, or lists nodes-skip.txt's terms:\n%s", zones)
 	}
 }
 
@@ -229,8 +287,19 @@ func TestRepositoryNotesParse(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if _, err := readNodesSkip(filepath.Join(hack, "nodes-skip.txt")); err != nil {
+	// SELECTION=sig-network-zones focuses the terms for six nodes (hack/conformance/run.sh).
+	n, err := readNodesSkip(filepath.Join(hack, "nodes-skip.txt"))
+	if err != nil {
 		t.Error(err)
+	}
+	six := 0
+	for _, r := range n {
+		if r.MinNodes == 6 {
+			six++
+		}
+	}
+	if six == 0 {
+		t.Errorf("nodes-skip.txt has no term for six nodes, which SELECTION=sig-network-zones runs: %+v", n)
 	}
 	if _, err := readExplanations(filepath.Join(hack, "explained.txt")); err != nil {
 		t.Error(err)
