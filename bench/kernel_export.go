@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"io"
 
 	"github.com/vishvananda/netlink"
@@ -84,13 +83,7 @@ func countIPVS() (vses, reals, bad int, err error) {
 		return 0, 0, 0, err
 	}
 	defer k.(io.Closer).Close()
-	each, ok := k.(interface {
-		EachVirtualServer(start func(), fn func(*model.VirtualServer)) error
-	})
-	if !ok {
-		return 0, 0, 0, errors.New("the IPVS kernel cannot list one virtual server at a time")
-	}
-	err = each.EachVirtualServer(func() { vses, reals, bad = 0, 0, 0 },
+	err = ipvs.EachVirtualServer(k, func() { vses, reals, bad = 0, 0, 0 },
 		func(vs *model.VirtualServer) {
 			vses++
 			reals += len(vs.Reals)

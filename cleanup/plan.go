@@ -265,7 +265,7 @@ func (p *Plan) planVirtualServers(cfg Config, k ipvs.Kernel, onLink []netip.Pref
 	}
 	var vses []*model.VirtualServer
 	err := retryInterrupted(ipvs.ErrDumpInterrupted, func() (err error) {
-		vses, err = k.ListVirtualServers()
+		vses, err = ipvs.ReadAll(k)
 		return err
 	})
 	if err != nil {

@@ -150,7 +150,7 @@ func expectLines(t *testing.T, what string, got, want []string) {
 func (n *node) takeWrites() []string {
 	var w []string
 	for _, op := range append(append(n.vs.TakeOps(), n.links.TakeOps()...), n.sets.TakeOps()...) {
-		if f := strings.Fields(op); f[0] != "list" && f[0] != "list-headers" && f[0] != "link" && f[0] != "addr-list" && f[0] != "route-list" {
+		if f := strings.Fields(op); !slices.Contains([]string{"list", "list-headers", "list-services", "get-spec", "get-reals", "link", "addr-list", "route-list"}, f[0]) {
 			w = append(w, op)
 		}
 	}
@@ -341,7 +341,7 @@ func TestCleanupWaitsForTheKernelToReleaseASet(t *testing.T) {
 func TestCleanupDoesNotPlanFromAFailedListing(t *testing.T) {
 	n := newNode(t)
 	n.vs.Fail = func(op string, _ model.VSKey) error {
-		if op == "list" {
+		if op == "list-services" {
 			return errors.New("netlink: boom")
 		}
 		return nil

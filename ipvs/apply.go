@@ -239,7 +239,7 @@ func (r *Reconciler) remove(s *step, res *Result) {
 // and a create that meets an existing one fails and refreshes again), except when it was
 // being deleted: then it stays, so the next Apply retries the delete.
 func (r *Reconciler) refresh(s *step) {
-	vs, err := r.k.GetVirtualServer(s.key)
+	vs, err := ReadVirtualServer(r.k, s.key)
 	switch {
 	case err == nil:
 		r.applied[s.key] = normalize(vs)

@@ -130,7 +130,7 @@ func testBatchedUnknownOutcomesAreReRead(t *testing.T, share bool) {
 	f.LoseAnswers = nil
 	for k := range want {
 		got, ok := r.Applied(k)
-		inKernel, err := f.GetVirtualServer(k)
+		inKernel, err := ReadVirtualServer(f, k)
 		if !ok || err != nil || !got.Equal(normalize(inKernel)) {
 			t.Errorf("%v: cache %v, kernel %v (%v)", k, got, inKernel, err)
 		}

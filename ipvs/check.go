@@ -1,7 +1,6 @@
 package ipvs
 
 import (
-	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -64,28 +63,11 @@ type serviceListing struct {
 	err   error
 }
 
-// stepReader is a Kernel that can list the virtual servers without their real servers and
-// read one virtual server's real servers alone: one request each.
-type stepReader interface {
-	ServiceLister
-	// RealServers reads the real servers of a virtual server (none if it does not exist)
-	// into into, which it clears first, and returns it; a new map when into is nil. A
-	// repair cycle reads every virtual server's real servers, and the maps that read
-	// allocated (70,000 of them at 50,000 Services) were most of what the garbage collector
-	// had to catch up with while changes waited; the Check reads into one map throughout.
-	RealServers(key model.VSKey, into map[model.RSKey]uint32) (map[model.RSKey]uint32, error)
-}
-
-// ServiceLister lists the virtual servers without their real servers: the Reconciler's
-// Lister, a handle of its own (one socket cannot carry a dump beside Apply's writes).
+// ServiceLister lists the virtual servers without their real servers, as Kernel's
+// ListServices does: the Reconciler's Lister, a handle of its own (one socket cannot carry a
+// dump beside Apply's writes).
 type ServiceLister interface {
 	ListServices() (map[model.VSKey]model.VSSpec, error)
-}
-
-// looseLister is a ServiceLister that can list while the table changes: a virtual server
-// listed twice is no error (see Check).
-type looseLister interface {
-	ListServicesInFlux() (map[model.VSKey]model.VSSpec, error)
 }
 
 // BeginCheck queues for checking every virtual server of the kernel's listing, every one in
@@ -112,12 +94,12 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 			c.keys = checkOrder(nil, slices.Values(keys), maps.Keys(r.applied))
 			return c, nil
 		}
-		began := time.Now()
-		listed, err := r.listSpecs()
+		began := r.now()
+		listed, err := r.k.ListServices()
 		if err != nil {
 			return nil, fmt.Errorf("repair: %w", err)
 		}
-		r.noteListing(r.k, r.now(), time.Since(began))
+		r.noteListing(began, r.now())
 		c.listed, c.keys = listed, checkOrder(listed, slices.Values(keys), maps.Keys(r.applied))
 		return c, nil
 	}
@@ -128,19 +110,14 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 	c.listing, c.loose = make(chan serviceListing, 1), true
 	go func(l ServiceLister, keyed bool) {
 		var sl serviceListing
-		began := time.Now()
-		switch ll, loose := l.(looseLister); {
-		case keyed:
-			// Nothing listed: every known key is read at its step.
-		case loose:
-			sl.specs, sl.err = ll.ListServicesInFlux()
-		default:
+		if !keyed { // else nothing is listed: every known key is read at its step
+			began := r.now()
 			sl.specs, sl.err = l.ListServices()
-		}
-		if sl.err == nil && !keyed {
-			r.mu.Lock()
-			r.noteListing(l, r.now(), time.Since(began))
-			r.mu.Unlock()
+			if sl.err == nil {
+				r.mu.Lock()
+				r.noteListing(began, r.now())
+				r.mu.Unlock()
+			}
 		}
 		if sl.err == nil {
 			cached := func(yield func(model.VSKey) bool) {
@@ -162,12 +139,12 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 func (r *Reconciler) BeginWholeCheck(desired map[model.VSKey]*model.VirtualServer) (*Check, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	began := time.Now()
+	began := r.now()
 	applied, shared, err := r.dump(desired)
 	if err != nil {
 		return nil, fmt.Errorf("repair: %w", err)
 	}
-	r.noteListing(r.k, r.now(), time.Since(began))
+	r.noteListing(began, r.now())
 	r.applied, r.shared = applied, shared
 	clear(r.touched)
 	c := &Check{r: r, began: r.gen, whole: true, keys: make([]model.VSKey, 0, len(applied)+len(desired)/8)}
@@ -182,19 +159,10 @@ func (r *Reconciler) BeginWholeCheck(desired map[model.VSKey]*model.VirtualServe
 	return c, nil
 }
 
-// visitor is implemented by a Kernel that can hand over the virtual servers one at a time as
-// it lists them, in an object it reuses.
-type visitor interface {
-	// EachVirtualServer lists as ListVirtualServers does, calling fn with each virtual server;
-	// vs and its Reals are valid only during the call. It calls start before each attempt
-	// (a listing found interrupted is taken again): what fn saw before is to be forgotten.
-	EachVirtualServer(start func(), fn func(vs *model.VirtualServer)) error
-}
-
-// dump reads the kernel's virtual servers as the new cache. Over a visitor kernel, one that
-// matches its desired state exactly is cached as the desired object itself when sharing
-// (see ShareDesired), and copied otherwise: a full resync of a large, healthy table then
-// builds nothing.
+// dump reads the kernel's virtual servers as the new cache (read.go's whole read, or with a
+// predecessor's handover only what it does not hold). One that matches its desired state
+// exactly is cached as the desired object itself when sharing (see ShareDesired), and
+// copied otherwise: a full resync of a large, healthy table then builds nothing.
 func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[model.VSKey]*model.VirtualServer, map[model.VSKey]bool, error) {
 	shared := map[model.VSKey]bool{}
 	var applied map[model.VSKey]*model.VirtualServer
@@ -210,34 +178,19 @@ func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[mod
 	}
 	if h := r.handover; h != nil {
 		r.handover = nil // once
-		if hr, ok := r.k.(stepReader); ok {
-			applied = make(map[model.VSKey]*model.VirtualServer, len(h))
-			read, err := eachWithHandover(hr, h, keep)
-			r.handoverRead = read
-			if err == nil {
-				return applied, shared, nil
-			}
-			clear(shared) // read the kernel whole instead
+		applied = make(map[model.VSKey]*model.VirtualServer, len(h))
+		read, err := eachWithHandover(r.k, h, keep)
+		r.handoverRead = read
+		if err == nil {
+			return applied, shared, nil
 		}
-	}
-	v, ok := r.k.(visitor)
-	if !ok {
-		vses, err := r.k.ListVirtualServers()
-		if err != nil {
-			return nil, nil, err
-		}
-		applied := make(map[model.VSKey]*model.VirtualServer, len(vses))
-		for _, vs := range vses {
-			applied[vs.Key] = normalize(vs)
-		}
-		return applied, shared, nil
+		clear(shared) // read the kernel whole instead
 	}
 	start := func() {
 		applied = make(map[model.VSKey]*model.VirtualServer, len(r.applied))
 		clear(shared)
 	}
-	err := v.EachVirtualServer(start, keep)
-	if err != nil {
+	if err := EachVirtualServer(r.k, start, keep); err != nil {
 		return nil, nil, err
 	}
 	return applied, shared, nil
@@ -363,52 +316,43 @@ func (c *Check) read(key model.VSKey) (*model.VirtualServer, error) {
 		return r.applied[key], nil
 	}
 	if c.keyed {
-		if vs, ok, err := c.readByKey(key); ok {
-			return vs, err
-		}
+		return c.readByKey(key)
 	}
 	spec, listed := c.listed[key]
 	if r.touched[key] <= c.began && (listed || !c.loose) {
 		if !listed {
 			return nil, nil // absent at the listing, and not written since
 		}
-		if sr, ok := r.k.(stepReader); ok {
-			reals, err := sr.RealServers(key, c.reals)
-			if err != nil {
+		reals, err := r.k.RealServers(key, c.reals)
+		if err != nil {
+			return nil, err
+		}
+		c.reals = reals
+		if len(reals) == 0 {
+			// No real servers, or no virtual server any more: its spec says which.
+			var ok bool
+			if spec, ok, err = r.k.ServiceSpec(key); err != nil || !ok {
 				return nil, err
 			}
-			c.reals = reals
-			if len(reals) > 0 {
-				return &model.VirtualServer{Key: key, Spec: spec, Reals: reals}, nil
-			}
-			// No real servers, or no virtual server any more: read it whole to know which.
 		}
+		return &model.VirtualServer{Key: key, Spec: spec, Reals: reals}, nil
 	}
-	vs, err := r.k.GetVirtualServer(key)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	return vs, err
+	return c.readByKey(key)
 }
 
-// readByKey reads key's spec and real servers, one request each, over a kernel that can
-// read a spec alone (ok false: it cannot, read it whole). The Reals are c.reals, as read's.
-func (c *Check) readByKey(key model.VSKey) (vs *model.VirtualServer, ok bool, err error) {
-	sp, ok1 := c.r.k.(specReader)
-	sr, ok2 := c.r.k.(stepReader)
-	if !ok1 || !ok2 {
-		return nil, false, nil
-	}
-	spec, found, err := sp.ServiceSpec(key)
+// readByKey reads key's spec and real servers, one request each (nil: the kernel has no
+// such virtual server). The Reals are c.reals, as read's.
+func (c *Check) readByKey(key model.VSKey) (*model.VirtualServer, error) {
+	spec, found, err := c.r.k.ServiceSpec(key)
 	if err != nil || !found {
-		return nil, true, err
+		return nil, err
 	}
-	reals, err := sr.RealServers(key, c.reals)
+	reals, err := c.r.k.RealServers(key, c.reals)
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	c.reals = reals
-	return &model.VirtualServer{Key: key, Spec: spec, Reals: reals}, true, nil
+	return &model.VirtualServer{Key: key, Spec: spec, Reals: reals}, nil
 }
 
 // adopt makes the kernel's state of key (have, nil: absent) the cache, as a whole check
@@ -427,21 +371,4 @@ func (r *Reconciler) adopt(key model.VSKey, have, want *model.VirtualServer) {
 		r.applied[key] = normalize(have)
 		delete(r.shared, key)
 	}
-}
-
-// listSpecs lists the virtual servers' keys and specs: in one request over a stepReader
-// kernel, from a full listing otherwise.
-func (r *Reconciler) listSpecs() (map[model.VSKey]model.VSSpec, error) {
-	if sr, ok := r.k.(stepReader); ok {
-		return sr.ListServices()
-	}
-	vses, err := r.k.ListVirtualServers()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[model.VSKey]model.VSSpec, len(vses))
-	for _, vs := range vses {
-		out[vs.Key] = vs.Spec
-	}
-	return out, nil
 }

@@ -119,7 +119,7 @@ func TestResyncAfterRestartRebuildsDrains(t *testing.T) {
 		vs(kA, "rr", "10.244.0.1:8080", 1),
 		vs(kC, "rr", "10.244.0.1:8080", 1, "10.244.0.3:8080", 1)), nil)
 	expectClean(t, res, 1)
-	expectOps(t, f, "list", "update-dest TCP 10.96.0.3:443 10.244.0.3:8080 weight=1")
+	expectOps(t, f, append(readAllOps(kA, kC), "update-dest TCP 10.96.0.3:443 10.244.0.3:8080 weight=1")...)
 	if r.Draining() != 1 {
 		t.Fatalf("draining %d after resync, want 1", r.Draining())
 	}

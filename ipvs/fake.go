@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/oplog"
 	"github.com/kube-ipvs/kube-ipvs/model"
@@ -21,9 +20,10 @@ type FakeKernel struct {
 	vses map[model.VSKey]*model.VirtualServer
 
 	// Fail, when set, is consulted before every call with the op name (the first word of
-	// the logged line: list, get, get-spec, new-service, update-service, del-service, new-dest,
-	// update-dest, del-dest) and the virtual server's key (zero for list). A non-nil error
-	// is returned instead of doing the call; the call is still logged. Fail must not call
+	// the logged line: list-services, get-spec, get-reals, conns, new-service, update-service, del-service, new-dest,
+	// update-dest, del-dest) and the virtual server's key (zero for list-services). A non-nil error
+	// is returned instead of doing the call (a queued write's at the flush); the call is
+	// still logged. Fail must not call
 	// the fake.
 	Fail func(op string, key model.VSKey) error
 	// MissingSchedulers lists schedulers this fake kernel does not have.
@@ -39,27 +39,9 @@ type FakeKernel struct {
 	// LoseAnswers, when set, makes FlushBatch report queued write i as of unknown outcome
 	// although it was done: what an overrun of the socket's receive buffer looks like.
 	LoseAnswers func(i int) bool
-	// listingTook is what LastListingTook reports: 0 unless a test sets it
-	// (SetListingTook), so that every check lists the table, whatever the machine's speed.
-	listingTook time.Duration
 }
 
-// SetListingTook sets how long this fake kernel says its listings of the table take (see
-// listing.go): a test of the checks that read by key sets it.
-func (f *FakeKernel) SetListingTook(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.listingTook = d
-}
-
-// LastListingTook implements listingTimer.
-func (f *FakeKernel) LastListingTook() time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.listingTook
-}
-
-// ServiceSpec implements specReader (one logged call, "get-spec KEY").
+// ServiceSpec reads one virtual server's spec (one logged call, "get-spec KEY").
 func (f *FakeKernel) ServiceSpec(key model.VSKey) (model.VSSpec, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -151,34 +133,6 @@ func (f *FakeKernel) call(op string, key model.VSKey, line string) error {
 	return nil
 }
 
-func (f *FakeKernel) ListVirtualServers() ([]*model.VirtualServer, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.call("list", model.VSKey{}, ""); err != nil {
-		return nil, err
-	}
-	out := make([]*model.VirtualServer, 0, len(f.vses))
-	for _, vs := range f.vses {
-		out = append(out, clone(vs))
-	}
-	return out, nil
-}
-
-// EachVirtualServer lists as ListVirtualServers does (one logged call), one virtual server at
-// a time.
-func (f *FakeKernel) EachVirtualServer(start func(), fn func(vs *model.VirtualServer)) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.call("list", model.VSKey{}, ""); err != nil {
-		return err
-	}
-	start()
-	for _, vs := range f.vses {
-		fn(clone(vs))
-	}
-	return nil
-}
-
 // ListServices lists the virtual servers without their real servers (one logged call,
 // "list-services").
 func (f *FakeKernel) ListServices() (map[model.VSKey]model.VSSpec, error) {
@@ -215,19 +169,6 @@ func (f *FakeKernel) RealServers(key model.VSKey, into map[model.RSKey]uint32) (
 	return out, nil
 }
 
-func (f *FakeKernel) GetVirtualServer(key model.VSKey) (*model.VirtualServer, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.call("get", key, key.String()); err != nil {
-		return nil, err
-	}
-	vs, ok := f.vses[key]
-	if !ok {
-		return nil, fmt.Errorf("get %s: %w", key, ErrNotFound)
-	}
-	return clone(vs), nil
-}
-
 func specLine(key model.VSKey, spec model.VSSpec) string {
 	return fmt.Sprintf("%s %s flags=%#x timeout=%d", key, spec.Scheduler, spec.Flags, spec.Timeout)
 }
@@ -237,11 +178,12 @@ func (f *FakeKernel) NewService(key model.VSKey, spec model.VSSpec) error {
 		if err := f.call("new-service", key, specLine(key, spec)); err != nil {
 			return err
 		}
-		if f.MissingSchedulers[spec.Scheduler] {
-			return &SchedulerUnavailableError{Scheduler: spec.Scheduler}
-		}
+		// The kernel looks the virtual server up before it loads the scheduler.
 		if _, ok := f.vses[key]; ok {
 			return fmt.Errorf("create %s: file exists", key)
+		}
+		if f.MissingSchedulers[spec.Scheduler] {
+			return &SchedulerUnavailableError{Scheduler: spec.Scheduler}
 		}
 		spec.Flags = spec.Flags&model.FlagsWeManage | model.FlagHashed
 		f.vses[key] = &model.VirtualServer{Key: key, Spec: spec, Reals: map[model.RSKey]uint32{}}

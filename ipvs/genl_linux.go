@@ -326,10 +326,7 @@ func (g *genl) request(cmd uint8, dump bool, fill func([]byte) []byte, fn func(a
 	b := fill(g.appendRequest(g.req[:0], flags, g.seq, cmd))
 	nlcodec.FinishMsg(b)
 	g.req = b
-	began := time.Now()
-	err := g.sendAll(b, true)
-	g.in.Busy += time.Since(began)
-	if err != nil {
+	if err := g.sendAll(b, true); err != nil {
 		return err
 	}
 	rd := nlsock.Answers{Seq: g.seq, Dump: dump, Each: func(payload []byte) error {

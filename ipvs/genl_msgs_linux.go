@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -217,17 +216,9 @@ func addrOf(b []byte, af uint16) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// services dumps the service table; took is how long the kernel worked on it (genl.in.Busy).
-func (g *genl) services(fn func(listedService)) (took time.Duration, err error) {
-	g.mu.Lock()
-	before := g.in.Busy
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		took = g.in.Busy - before
-		g.mu.Unlock()
-	}()
-	return 0, g.dump(cmdGetService, func(b []byte) []byte { return b }, func(attrs []byte) error {
+// services dumps the service table.
+func (g *genl) services(fn func(listedService)) error {
+	return g.dump(cmdGetService, func(b []byte) []byte { return b }, func(attrs []byte) error {
 		ls, err := parseService(attrs)
 		if err == nil {
 			fn(ls)

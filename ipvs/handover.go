@@ -190,7 +190,7 @@ func (r *Reconciler) TakeHandover(vses map[model.VSKey]*model.VirtualServer) {
 // real servers taken from the handover when it holds the virtual server with the same spec,
 // else read (through the stepped Check's reads: the listing alone, then one virtual server
 // at a time). It returns how many it read.
-func eachWithHandover(k stepReader, handover map[model.VSKey]*model.VirtualServer, fn func(vs *model.VirtualServer)) (int, error) {
+func eachWithHandover(k Kernel, handover map[model.VSKey]*model.VirtualServer, fn func(vs *model.VirtualServer)) (int, error) {
 	listed, err := k.ListServices()
 	if err != nil {
 		return 0, err

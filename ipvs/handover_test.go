@@ -104,9 +104,12 @@ func TestResyncWithAHandoverFallsBackWhenTheListingFails(t *testing.T) {
 	f := NewFakeKernel()
 	a := vs(kA, "rr", "10.244.0.1:8080", 1)
 	f.Put(vs(kA, "rr", "10.244.0.9:8080", 1)) // not what the handover says
+	listings := 0
 	f.Fail = func(op string, _ model.VSKey) error {
 		if op == "list-services" {
-			return ErrDumpInterrupted
+			if listings++; listings == 1 {
+				return ErrDumpInterrupted
+			}
 		}
 		return nil
 	}

@@ -124,7 +124,7 @@ func activeConns(t *testing.T, vip netip.AddrPort, real netip.AddrPort) int {
 
 func mustEqual(t *testing.T, k Kernel, want *model.VirtualServer) {
 	t.Helper()
-	got, err := k.GetVirtualServer(want.Key)
+	got, err := ReadVirtualServer(k, want.Key)
 	if err != nil {
 		t.Fatalf("read back %s: %v", want.Key, err)
 	}
@@ -135,7 +135,7 @@ func mustEqual(t *testing.T, k Kernel, want *model.VirtualServer) {
 
 func listed(t *testing.T, k Kernel) map[model.VSKey]*model.VirtualServer {
 	t.Helper()
-	vses, err := k.ListVirtualServers()
+	vses, err := ReadAll(k)
 	if err != nil {
 		t.Fatalf("list: %v", err)
 	}

@@ -7,18 +7,29 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/model"
 )
 
-// Kernel is the part of the kernel's IPVS netlink interface the reconciler uses. NewKernel
-// returns the real one; FakeKernel is an in-memory one for tests.
+// Kernel is the part of the kernel's IPVS netlink interface the reconciler uses: what it
+// reads and what it writes, nothing else. NewKernel returns the real one; FakeKernel is an
+// in-memory one for tests; one contract test suite runs against both (contract_test.go).
 //
-// Every method is one netlink request (the dump is one request per virtual server plus the
-// service listing), so a test that counts calls counts kernel work.
+// Every method is one netlink request (or queues one, in a batch), so a test that counts
+// calls counts kernel work. The table is read one way (read.go): the listing of the virtual
+// servers, then each one by key.
 type Kernel interface {
-	// ListVirtualServers dumps every virtual server the model can express (address, protocol,
-	// port, or firewall mark and family) with its real servers. It fails rather than return a
-	// dump it cannot trust (ErrDumpInterrupted).
-	ListVirtualServers() ([]*model.VirtualServer, error)
-	// GetVirtualServer reads one virtual server with its real servers; ErrNotFound if absent.
-	GetVirtualServer(key model.VSKey) (*model.VirtualServer, error)
+	// ListServices lists every virtual server the model can express (address, protocol,
+	// port, or firewall mark and family) with its spec, without real servers: one dump.
+	// It may run while another handle writes the table: a virtual server the dump meets
+	// twice is listed once, and one written meanwhile may be missing or stale (Check
+	// reads those again; ReadAll lists twice and compares).
+	ListServices() (map[model.VSKey]model.VSSpec, error)
+	// ServiceSpec reads one virtual server's spec; ok is false when the kernel has no such
+	// virtual server.
+	ServiceSpec(key model.VSKey) (spec model.VSSpec, ok bool, err error)
+	// RealServers reads the real servers of a virtual server into into, which it clears
+	// first, and returns it (a new map when into is nil): none when the virtual server has
+	// none or does not exist. A repair reads every virtual server's real servers, and the
+	// maps that read would allocate (70,000 at 50,000 Services) were most of what the
+	// garbage collector had to catch up with while changes waited: a Check reads into one.
+	RealServers(key model.VSKey, into map[model.RSKey]uint32) (map[model.RSKey]uint32, error)
 
 	// NewService creates a virtual server with no real servers. A scheduler the kernel lacks
 	// is reported as *SchedulerUnavailableError.
@@ -58,8 +69,8 @@ type Kernel interface {
 // ErrNotFound is wrapped by Kernel errors about a virtual or real server that does not exist.
 var ErrNotFound = errors.New("not found")
 
-// ErrDumpInterrupted is wrapped by ListVirtualServers when the table changed while it was
-// being dumped, so the result may miss or duplicate entries.
+// ErrDumpInterrupted is wrapped by ReadAll when the table changed while it was being read,
+// so the result may miss or duplicate entries.
 var ErrDumpInterrupted = errors.New("IPVS table changed during the dump; result not trusted")
 
 // errUnknownOutcome wraps ENOBUFS for writes whose answer the kernel dropped.

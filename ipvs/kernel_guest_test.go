@@ -67,7 +67,7 @@ func TestGuestCreateAndReadBack(t *testing.T) {
 
 	expectClean(t, r.Apply(map[model.VSKey]*model.VirtualServer{a.Key: nil, b.Key: nil, c.Key: nil}), 3)
 	for _, key := range []model.VSKey{a.Key, b.Key, c.Key} {
-		if _, err := k.GetVirtualServer(key); !errors.Is(err, ErrNotFound) {
+		if _, err := ReadVirtualServer(k, key); !errors.Is(err, ErrNotFound) {
 			t.Errorf("after delete, get %s: %v, want ErrNotFound", key, err)
 		}
 	}
@@ -219,7 +219,7 @@ func TestGuestSchedulerUnavailable(t *testing.T) {
 	if !errors.As(res.Errors[a.Key], &se) || se.Scheduler != "nosuch" {
 		t.Fatalf("create with scheduler nosuch: %v, want SchedulerUnavailableError", res.Errors)
 	}
-	if _, err := k.GetVirtualServer(a.Key); !errors.Is(err, ErrNotFound) {
+	if _, err := ReadVirtualServer(k, a.Key); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the virtual server exists after the failed create: %v", err)
 	}
 

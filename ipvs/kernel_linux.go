@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
@@ -26,33 +24,16 @@ import (
 // bits, and Kubernetes asks for no weight above 1 anyway.
 const maxWeight = 0xffff
 
-// dumpAttempts bounds how often ListVirtualServers dumps again after seeing the table change.
-const dumpAttempts = 3
-
 // netlinkKernel is the Kernel over generic netlink in one network namespace, through our own
 // socket and encoding (genl), which can batch writes.
 type netlinkKernel struct {
 	mu sync.Mutex // one read at a time (writes are serialized by genl)
 	g  *genl
-	// readers are more sockets in the same namespace, through which a whole listing reads
-	// the real servers of several virtual servers at once (see eachOnce).
-	readers []*genl
 	// listed is how many virtual servers the last listing of the table found: the next
-	// one's map is sized for as many (under mu).
+	// one's map is sized for as many (under mu). Grown from empty, a map of 70,000 virtual
+	// servers allocates about twice its size on the way.
 	listed int
-	// listTook is how long the kernel worked on the last listing of the table (under mu).
-	listTook time.Duration
 }
-
-// parallelReads is how many virtual servers a whole listing reads at once, at most: one dump
-// per socket, so the kernel's work and the decoding spread over the CPUs. A restart at
-// 10,000 Services reads 14,000 virtual servers' real servers before it is ready. Two per CPU,
-// because a reader also waits: in the 2-CPU guest four sockets read 14,000 virtual servers in
-// 2.7 s, two in 3.1 s (see quicksys_linux.go).
-func parallelReads() int { return min(2*runtime.NumCPU(), 4) }
-
-// minParallel is the smallest table read in parallel: below it one socket is as quick.
-const minParallel = 256
 
 // NewKernel opens the IPVS netlink socket in the calling thread's network namespace. The
 // returned Kernel also implements io.Closer.
@@ -62,15 +43,15 @@ func NewKernel() (Kernel, error) { return NewKernelAt(netns.None()) }
 // calling thread's), loading ip_vs first if the kernel lacks it. The socket stays in ns
 // whatever thread uses it later.
 func NewKernelAt(ns netns.NsHandle) (Kernel, error) {
-	k, err := newKernelAt(ns, parallelReads()-1)
+	k, err := newKernelAt(ns)
 	if err != nil {
 		return nil, err // not a nil *netlinkKernel in a Kernel
 	}
 	return k, nil
 }
 
-// newKernelAt opens the socket in ns with readers more for whole listings.
-func newKernelAt(ns netns.NsHandle, readers int) (*netlinkKernel, error) {
+// newKernelAt opens the socket in ns.
+func newKernelAt(ns netns.NsHandle) (*netlinkKernel, error) {
 	// Modules are not per namespace. A failed load is reported only if IPVS then does not
 	// answer: the kernel may have it all the same (loaded by the host, say).
 	loadErr := modules.Ensure(context.Background(), modules.IPVS)
@@ -78,25 +59,14 @@ func newKernelAt(ns netns.NsHandle, readers int) (*netlinkKernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the IPVS netlink handle: %w", errors.Join(err, loadErr))
 	}
-	k := &netlinkKernel{g: g}
-	// The readers are opened now, in the caller's namespace: a goroutine that opened one
-	// later could run on a thread in another.
-	for range readers {
-		r, err := newGenl(ns)
-		if err != nil {
-			break // fewer readers: slower listings, nothing else
-		}
-		k.readers = append(k.readers, r)
-	}
-	return k, nil
+	return &netlinkKernel{g: g}, nil
 }
 
 // NewBackgroundKernel opens a Kernel for listings that run beside the sync loop (the
 // Reconciler's Lister): its dumps give way to a change being applied, parking at gate
 // (package foreground).
-// A Lister lists through its one socket: no readers.
 func NewBackgroundKernel(gate *foreground.Gate) (Kernel, error) {
-	k, err := newKernelAt(netns.None(), 0)
+	k, err := newKernelAt(netns.None())
 	if err != nil {
 		return nil, err
 	}
@@ -105,13 +75,10 @@ func NewBackgroundKernel(gate *foreground.Gate) (Kernel, error) {
 	return k, nil
 }
 
-// Close releases the netlink sockets.
+// Close releases the netlink socket.
 func (k *netlinkKernel) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for _, r := range k.readers {
-		_ = r.close()
-	}
 	return k.g.close()
 }
 
@@ -120,181 +87,8 @@ func (k *netlinkKernel) Close() error {
 func (k *netlinkKernel) StartBatch()                                  { k.g.startBatch() }
 func (k *netlinkKernel) FlushBatch(failed func(i int, err error)) int { return k.g.flush(failed) }
 
-// ListVirtualServers lists the services, then each one's real servers, then the services
-// again. The kernel's IPVS
-// dumps carry no consistency marker (it never sets NLM_F_DUMP_INTR), so a service listing
-// that differs before and after, or one that repeats a key, means someone else changed the
-// table meanwhile: dump again, and give up with ErrDumpInterrupted after a few tries.
-func (k *netlinkKernel) ListVirtualServers() ([]*model.VirtualServer, error) {
-	var vses []*model.VirtualServer
-	err := k.EachVirtualServer(func() { vses = nil }, func(vs *model.VirtualServer) { vses = append(vses, clone(vs)) })
-	if err != nil {
-		return nil, err
-	}
-	return vses, nil
-}
-
-// EachVirtualServer implements visitor: the listing of ListVirtualServers, one virtual server
-// at a time in a reused object, so that a caller that only compares builds nothing.
-func (k *netlinkKernel) EachVirtualServer(start func(), fn func(vs *model.VirtualServer)) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	var err error
-	for range dumpAttempts {
-		start()
-		if err = k.eachOnce(fn); err == nil || !errors.Is(err, ErrDumpInterrupted) {
-			return err
-		}
-	}
-	return err
-}
-
-// eachOnce reads the real servers of every listed service, one netlink dump each. (The
-// text table /proc/net/ip_vs holds them all, but seq_file hands it out at most a page per
-// read and walks the table from its start on every read: quadratic. Reading 70,000 virtual
-// servers back took the scale bench 245 s that way against 59 s over netlink.)
-func (k *netlinkKernel) eachOnce(fn func(vs *model.VirtualServer)) error {
-	before, err := k.listServices()
-	if err != nil {
-		return err
-	}
-	if len(k.readers) > 0 && len(before) >= minParallel {
-		if err := k.readInParallel(before, fn); err != nil {
-			return err
-		}
-		return k.checkUnchanged(before)
-	}
-	vs := &model.VirtualServer{Reals: map[model.RSKey]uint32{}}
-	for key, spec := range before {
-		clear(vs.Reals)
-		vs.Key, vs.Spec = key, spec
-		if err := k.g.dests(key, func(d listedDest) { vs.Reals[d.rs] = d.weight }); err != nil {
-			return fmt.Errorf("list real servers of %s: %w", key, err)
-		}
-		fn(vs)
-	}
-	return k.checkUnchanged(before)
-}
-
-// readInParallel reads the real servers of the listed services through every socket at
-// once (one dump per virtual server each, taken from a shared queue), and calls fn with
-// each virtual server in the caller's goroutine, one at a time.
-func (k *netlinkKernel) readInParallel(listed map[model.VSKey]model.VSSpec, fn func(vs *model.VirtualServer)) error {
-	keys := make([]model.VSKey, 0, len(listed))
-	for key := range listed {
-		keys = append(keys, key)
-	}
-	type read struct {
-		vs  *model.VirtualServer
-		err error
-	}
-	out := make(chan read, 64)
-	var next atomic.Int64
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for _, g := range append([]*genl{k.g}, k.readers...) {
-		wg.Add(1)
-		go func(g *genl) {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(keys) && !stop.Load(); i = int(next.Add(1) - 1) {
-				key := keys[i]
-				vs := &model.VirtualServer{Key: key, Spec: listed[key], Reals: map[model.RSKey]uint32{}}
-				err := g.dests(key, func(d listedDest) { vs.Reals[d.rs] = d.weight })
-				if err != nil {
-					err = fmt.Errorf("list real servers of %s: %w", key, err)
-				}
-				out <- read{vs, err}
-			}
-		}(g)
-	}
-	go func() { wg.Wait(); close(out) }()
-	var first error
-	for r := range out {
-		switch {
-		case first != nil:
-		case r.err != nil:
-			first = r.err
-			stop.Store(true)
-		default:
-			fn(r.vs)
-		}
-	}
-	return first
-}
-
-// checkUnchanged lists the services again: a listing that differs from before means the
-// table changed while the real servers were read.
-func (k *netlinkKernel) checkUnchanged(before map[model.VSKey]model.VSSpec) error {
-	after, err := k.listServices()
-	if err != nil {
-		return err
-	}
-	if len(after) != len(before) {
-		return fmt.Errorf("list virtual servers: %d before, %d after reading real servers: %w", len(before), len(after), ErrDumpInterrupted)
-	}
-	for key, spec := range before {
-		if a, ok := after[key]; !ok || a != spec {
-			return fmt.Errorf("list virtual servers: %s changed while reading real servers: %w", key, ErrDumpInterrupted)
-		}
-	}
-	return nil
-}
-
-// listServices dumps the service table, keeping what a VSKey can express.
-func (k *netlinkKernel) listServices() (map[model.VSKey]model.VSSpec, error) {
-	out := make(map[model.VSKey]model.VSSpec, k.listed)
-	var dup error
-	took, err := k.g.services(func(ls listedService) {
-		if !ls.ok {
-			return // a family we do not handle: not ours
-		}
-		if _, ok := out[ls.key]; ok && dup == nil {
-			dup = fmt.Errorf("list virtual servers: %s listed twice: %w", ls.key, ErrDumpInterrupted)
-		}
-		out[ls.key] = ls.spec
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list virtual servers: %w", err)
-	}
-	if dup != nil {
-		return nil, dup
-	}
-	k.listed, k.listTook = len(out), took
-	return out, nil
-}
-
-// ListServicesInFlux lists the service table as ListServices does, while another socket may
-// be writing it: a service listed twice (the dump counts its way through the table, and a
-// service added before its position shifts the count) is no error. See ipvs.Check.
-func (k *netlinkKernel) ListServicesInFlux() (map[model.VSKey]model.VSSpec, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	// Sized as the last listing was: grown from empty, a map of 70,000 virtual servers
-	// allocates about twice its size on the way.
-	out := make(map[model.VSKey]model.VSSpec, k.listed)
-	took, err := k.g.services(func(ls listedService) {
-		if ls.ok {
-			out[ls.key] = ls.spec
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list virtual servers: %w", err)
-	}
-	k.listed, k.listTook = len(out), took
-	return out, nil
-}
-
-// LastListingTook implements listingTimer: how long the kernel worked on this handle's last
-// listing of the table, the time its rounds held the IPVS mutex against every writer.
-func (k *netlinkKernel) LastListingTook() time.Duration {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.listTook
-}
-
-// ServiceSpec implements specReader: one virtual server's spec, one request (the kernel
-// looks it up in its hash table: nothing like a listing's walk); ok is false when the
-// kernel has no such virtual server.
+// ServiceSpec reads one virtual server's spec, one request: the kernel looks it up in its
+// hash table, nothing like a listing's walk.
 func (k *netlinkKernel) ServiceSpec(key model.VSKey) (spec model.VSSpec, ok bool, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -308,14 +102,27 @@ func (k *netlinkKernel) ServiceSpec(key model.VSKey) (spec model.VSSpec, ok bool
 	return ls.spec, true, nil
 }
 
-// ListServices implements stepReader: the service table alone, one dump.
+// ListServices dumps the service table, keeping what a VSKey can express. (The text table
+// /proc/net/ip_vs holds it all, but seq_file hands it out at most a page per read and walks
+// the table from its start on every read: quadratic, and in a network namespace other than
+// the first it skips and repeats entries past a page.)
 func (k *netlinkKernel) ListServices() (map[model.VSKey]model.VSSpec, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.listServices()
+	out := make(map[model.VSKey]model.VSSpec, k.listed)
+	err := k.g.services(func(ls listedService) {
+		if ls.ok { // else a family we do not handle: not ours
+			out[ls.key] = ls.spec
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list virtual servers: %w", err)
+	}
+	k.listed = len(out)
+	return out, nil
 }
 
-// RealServers implements stepReader: one virtual server's real servers, one dump.
+// RealServers reads one virtual server's real servers, one dump.
 func (k *netlinkKernel) RealServers(key model.VSKey, into map[model.RSKey]uint32) (map[model.RSKey]uint32, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -328,24 +135,6 @@ func (k *netlinkKernel) RealServers(key model.VSKey, into map[model.RSKey]uint32
 		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 	}
 	return reals, nil
-}
-
-func (k *netlinkKernel) withDestinations(key model.VSKey, spec model.VSSpec) (*model.VirtualServer, error) {
-	vs := &model.VirtualServer{Key: key, Spec: spec, Reals: map[model.RSKey]uint32{}}
-	if err := k.g.dests(key, func(d listedDest) { vs.Reals[d.rs] = d.weight }); err != nil {
-		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
-	}
-	return vs, nil
-}
-
-func (k *netlinkKernel) GetVirtualServer(key model.VSKey) (*model.VirtualServer, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	ls, err := k.g.service(key)
-	if err != nil {
-		return nil, fmt.Errorf("get virtual server %s: %w", key, notFound(err, unix.ESRCH))
-	}
-	return k.withDestinations(key, ls.spec)
 }
 
 func (k *netlinkKernel) NewService(key model.VSKey, spec model.VSSpec) error {

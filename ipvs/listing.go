@@ -1,10 +1,6 @@
 package ipvs
 
-import (
-	"time"
-
-	"github.com/kube-ipvs/kube-ipvs/model"
-)
+import "time"
 
 // When a repair lists the whole IPVS table.
 //
@@ -20,43 +16,27 @@ import (
 // the round under way, and during the listing the median change took 30 ms instead of 7.
 //
 // So a check lists the table only when the last listing is at least listingSpacing times
-// its own length ago: the listings then hold the mutex for at most 1/listingSpacing of the
-// time, and the changes they delay stay out of the 99th percentile. A small table lists
+// its own length ago (its wall time: a background listing's pauses for the sync loop make
+// it longer, never shorter): the listings then hold the mutex for at most 1/listingSpacing
+// of the time, and the changes they delay stay out of the 99th percentile. A small table lists
 // in milliseconds and so in every repair cycle, as before; a large one less often (at
 // 70,000 virtual servers under emulation, every 40 minutes or so). What the proxy made is
 // still repaired within one cycle; a stray is found within max(one cycle, the spacing).
 const listingSpacing = 200
-
-// listingTimer is implemented by a Kernel that measures its own listings of the table: how
-// long the kernel worked on the last one (parks between datagrams left out).
-type listingTimer interface {
-	LastListingTook() time.Duration
-}
-
-// specReader is implemented by a Kernel that can read one virtual server's spec alone.
-type specReader interface {
-	// ServiceSpec reads the spec of key; ok is false when the kernel has no such virtual
-	// server.
-	ServiceSpec(key model.VSKey) (spec model.VSSpec, ok bool, err error)
-}
 
 // listingDue reports whether a check beginning at now lists the whole table (under mu).
 func (r *Reconciler) listingDue(now time.Time) bool {
 	return r.listingAt.IsZero() || now.Sub(r.listingAt) >= listingSpacing*r.listingTook
 }
 
-// noteListing records a listing of the whole table through k that ended at end; wall is its
-// length as the caller saw it, used when k does not measure its own (under mu).
-func (r *Reconciler) noteListing(k any, end time.Time, wall time.Duration) {
-	took := wall
-	if t, ok := k.(listingTimer); ok {
-		took = t.LastListingTook()
-	}
-	r.listingAt, r.listingTook = end, took
+// noteListing records a listing of the whole table that began and ended at those times
+// (under mu).
+func (r *Reconciler) noteListing(began, end time.Time) {
+	r.listingAt, r.listingTook = end, end.Sub(began)
 }
 
 // NextListing returns when the next check lists the whole table (the zero time: the next
-// one does) and how long the kernel worked on the last listing.
+// one does) and how long the last listing took.
 func (r *Reconciler) NextListing() (next time.Time, lastTook time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

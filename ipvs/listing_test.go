@@ -3,6 +3,7 @@ package ipvs
 import (
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,16 +66,16 @@ func TestCheckListsTheTableOnlyAsOftenAsItsLengthAllows(t *testing.T) {
 			if background {
 				r.Lister = f
 			}
-			now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-			r.now = func() time.Time { return now }
+			clock := newListingClock(f, time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
+			r.now = clock.now
 			desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kB, "rr", "10.0.0.2:53", 1),
 				vs(kC, "rr", "10.0.0.3:443", 1), vs(kD, "rr", "10.0.0.4:80", 1))
-			f.SetListingTook(time.Second) // the spacing is then 200 s
+			clock.listingTakes(time.Second / 2) // the resync lists twice: 1 s, and the spacing 200 s
 			if res := resync(r, maps.Clone(desired), ownAll); res.Err != nil || len(res.Errors) > 0 {
 				t.Fatalf("resync: %v %v", res.Err, res.Errors)
 			}
-			if next, took := r.NextListing(); took != time.Second || !next.Equal(now.Add(200*time.Second)) {
-				t.Fatalf("after the resync's listing: next listing %v after %v, want 200 s after a 1 s listing", next.Sub(now), took)
+			if next, took := r.NextListing(); took != time.Second || !next.Equal(clock.now().Add(200*time.Second)) {
+				t.Fatalf("after the resync's listing: next listing %v after %v, want 200 s after a 1 s listing", next.Sub(clock.now()), took)
 			}
 
 			// Drift behind the reconciler's back, and a stray.
@@ -85,7 +86,7 @@ func TestCheckListsTheTableOnlyAsOftenAsItsLengthAllows(t *testing.T) {
 			stray := key("10.96.0.9:8080", model.TCP)
 			f.Put(vs(stray, "rr", "10.0.0.9:80", 1))
 
-			now = now.Add(199 * time.Second)
+			clock.add(199 * time.Second)
 			listed, ops := runCheck(t, r, f, desired)
 			if listed || len(opsWith(ops, "list")) > 0 {
 				t.Fatalf("199 s after a 1 s listing the check listed the table: %q", ops)
@@ -102,13 +103,13 @@ func TestCheckListsTheTableOnlyAsOftenAsItsLengthAllows(t *testing.T) {
 			expectKernel(t, f, want)
 
 			// A second keyed check of a kernel that matches writes nothing.
-			now = now.Add(time.Second / 2)
+			clock.add(time.Second / 2)
 			if listed, ops := runCheck(t, r, f, desired); listed || len(writesIn(ops)) > 0 {
 				t.Fatalf("a second check between listings: listed %v, wrote %q", listed, writesIn(ops))
 			}
 
 			// 200 s after the listing, the check lists the table and deletes the stray.
-			now = now.Add(time.Second / 2)
+			clock.add(time.Second / 2)
 			listed, ops = runCheck(t, r, f, desired)
 			if !listed || len(opsWith(ops, "list-services")) != 1 {
 				t.Fatalf("200 s after a 1 s listing the check did not list the table: %q", ops)
@@ -119,12 +120,12 @@ func TestCheckListsTheTableOnlyAsOftenAsItsLengthAllows(t *testing.T) {
 			expectKernel(t, f, desired)
 
 			// A table that lists in 5 ms is listed by a check 1 s later.
-			f.SetListingTook(5 * time.Millisecond)
-			now = now.Add(200 * time.Second)
+			clock.listingTakes(5 * time.Millisecond)
+			clock.add(200 * time.Second)
 			if listed, ops := runCheck(t, r, f, desired); !listed {
 				t.Fatalf("400 s after a 1 s listing the check did not list the table: %q", ops)
 			}
-			now = now.Add(time.Second)
+			clock.add(time.Second)
 			if listed, ops := runCheck(t, r, f, desired); !listed {
 				t.Fatalf("1 s after a 5 ms listing the check did not list the table: %q", ops)
 			}
@@ -138,7 +139,9 @@ func TestKeyedCheckNeverRevertsAChangeMadeAfterItBegan(t *testing.T) {
 	f := NewFakeKernel()
 	r := NewReconciler(f)
 	desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kD, "rr", "10.0.0.4:80", 1))
-	f.SetListingTook(time.Hour)
+	clock := newListingClock(f, time.Now())
+	r.now = clock.now
+	clock.listingTakes(time.Hour)
 	if res := resync(r, maps.Clone(desired), ownAll); res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -152,4 +155,43 @@ func TestKeyedCheckNeverRevertsAChangeMadeAfterItBegan(t *testing.T) {
 	}
 	checkSurvivesLateChanges(t, r, f, c, desired, 1)
 	expectKernel(t, f, desired)
+}
+
+// listingClock is a test's clock that a listing of the fake's table moves on by what the
+// test says a listing takes: the reconciler times its listings by its clock.
+type listingClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	each time.Duration
+}
+
+func newListingClock(f *FakeKernel, t time.Time) *listingClock {
+	c := &listingClock{t: t}
+	f.Fail = func(op string, _ model.VSKey) error {
+		if op == "list-services" {
+			c.mu.Lock()
+			c.t = c.t.Add(c.each)
+			c.mu.Unlock()
+		}
+		return nil
+	}
+	return c
+}
+
+func (c *listingClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *listingClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func (c *listingClock) listingTakes(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.each = d
 }

@@ -93,7 +93,7 @@ type Reconciler struct {
 	touched map[model.VSKey]uint64
 
 	// listingAt is when the last listing of the whole table ended, and listingTook how long
-	// the kernel worked on it: when the next check lists the table (see listing.go).
+	// it took: when the next check lists the table (see listing.go).
 	listingAt   time.Time
 	listingTook time.Duration
 }

@@ -134,7 +134,7 @@ func TestGuestReceiveBufferOverrun(t *testing.T) {
 	}
 	for i, key := range keys {
 		got, ok := r.Applied(key)
-		inKernel, err := k.GetVirtualServer(key)
+		inKernel, err := ReadVirtualServer(k, key)
 		switch {
 		case i < 300 && (ok || !errors.Is(err, ErrNotFound)):
 			t.Errorf("%s: cached %v, in the kernel %v (%v); want neither", key, got, inKernel, err)

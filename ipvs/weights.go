@@ -14,7 +14,7 @@ func (r *Reconciler) KernelWeights(keys []model.VSKey) (map[model.VSKey]map[mode
 	defer r.mu.Unlock()
 	out := make(map[model.VSKey]map[model.RSKey]uint32, len(keys))
 	for _, k := range keys {
-		vs, err := r.k.GetVirtualServer(k)
+		vs, err := ReadVirtualServer(r.k, k)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			continue

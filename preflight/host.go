@@ -77,7 +77,7 @@ func probeVirtualServer(sched string) (err error) {
 	}
 	ap := netip.MustParseAddrPort(ProbeVSAddress)
 	key := model.VSKey{Addr: ap.Addr(), Proto: model.TCP, Port: ap.Port()}
-	if _, gerr := k.GetVirtualServer(key); gerr == nil {
+	if _, gerr := ipvs.ReadVirtualServer(k, key); gerr == nil {
 		if derr := k.DelService(key); derr != nil {
 			return fmt.Errorf("remove the leftover probe virtual server: %w", derr)
 		}
@@ -97,7 +97,7 @@ func probeVirtualServer(sched string) (err error) {
 		return err
 	}
 	created = true
-	vs, err := k.GetVirtualServer(key)
+	vs, err := ipvs.ReadVirtualServer(k, key)
 	if err != nil {
 		return fmt.Errorf("read back: %w", err)
 	}

@@ -120,7 +120,7 @@ func TestWiringThroughTheController(t *testing.T) {
 	if st.IPVSWrites != 1 || st.SetWrites != 1 || st.AddrWrites != 0 || st.Restores != 0 {
 		t.Fatalf("an endpoint change: %+v, want 1 IPVS and 1 ipset write", st)
 	}
-	vs, err := ipvsK.GetVirtualServer(model.VSKey{Addr: netip.MustParseAddr("10.96.0.4"), Proto: model.TCP, Port: 80})
+	vs, err := ipvs.ReadVirtualServer(ipvsK, model.VSKey{Addr: netip.MustParseAddr("10.96.0.4"), Proto: model.TCP, Port: 80})
 	if err != nil || len(vs.Reals) != 4 {
 		t.Fatalf("virtual server after the change: %v %v", vs, err)
 	}
@@ -217,11 +217,11 @@ func TestNodeAddressIsNeverTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []model.VSKey{{Addr: node, Proto: model.TCP, Port: 22}, {Addr: node, Proto: model.TCP, Port: 30022}, {Addr: node, Proto: model.TCP, Port: 30080}} {
-		if _, err := ipvsK.GetVirtualServer(k); err != nil {
+		if _, err := ipvs.ReadVirtualServer(ipvsK, k); err != nil {
 			t.Errorf("virtual server %s missing: %v", k, err)
 		}
 	}
-	if _, err := ipvsK.GetVirtualServer(model.VSKey{Addr: netip.MustParseAddr("169.254.1.1"), Proto: model.TCP, Port: 22}); err == nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, model.VSKey{Addr: netip.MustParseAddr("169.254.1.1"), Proto: model.TCP, Port: 22}); err == nil {
 		t.Error("a virtual server on the link-local 169.254.1.1")
 	}
 	if got := nl.Addrs("kube-ipvs0"); !slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "10.96.0.9/") }) {
@@ -292,10 +292,10 @@ func TestLocalPolicyInClusterVirtualServer(t *testing.T) {
 	mark := model.InClusterMark(30080, model.TCP, -1)
 	fwm := model.FWMarkKey(mark, false)
 	np := model.VSKey{Addr: netip.MustParseAddr("192.168.1.10"), Proto: model.TCP, Port: 30080}
-	if vs, err := ipvsK.GetVirtualServer(fwm); err != nil || len(vs.Reals) != 3 {
+	if vs, err := ipvs.ReadVirtualServer(ipvsK, fwm); err != nil || len(vs.Reals) != 3 {
 		t.Fatalf("firewall-mark virtual server: %v %v, want the 3 (remote) endpoints", vs, err)
 	}
-	if vs, err := ipvsK.GetVirtualServer(np); err != nil || len(vs.Reals) != 0 {
+	if vs, err := ipvs.ReadVirtualServer(ipvsK, np); err != nil || len(vs.Reals) != 0 {
 		t.Fatalf("node port virtual server: %v %v, want no real server (no local endpoint)", vs, err)
 	}
 	wantEntry := fmt.Sprintf("192.168.1.10,tcp:30080 skbmark %#x", mark)
@@ -312,7 +312,7 @@ func TestLocalPolicyInClusterVirtualServer(t *testing.T) {
 	if st.IPVSWrites != 2 || st.SetWrites != 1 || st.AddrWrites != 0 || st.Restores != 0 {
 		t.Fatalf("an endpoint change: %+v, want 2 IPVS writes (ClusterIP, firewall mark) and 1 ipset write", st)
 	}
-	if vs, err := ipvsK.GetVirtualServer(fwm); err != nil || len(vs.Reals) != 4 {
+	if vs, err := ipvs.ReadVirtualServer(ipvsK, fwm); err != nil || len(vs.Reals) != 4 {
 		t.Fatalf("firewall-mark virtual server after the change: %v %v", vs, err)
 	}
 	s.Annotations = map[string]string{"touched": "yes"}

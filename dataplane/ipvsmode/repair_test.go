@@ -106,16 +106,16 @@ func TestRepairRemovesWhatServicesDeletedWhileDownLeft(t *testing.T) {
 	if res := dp.repairWhole(snapshotOf("10.96.0.1")); res.Err != nil || res.Failed() != 0 {
 		t.Fatalf("repair: %+v", res)
 	}
-	if _, err := ipvsK.GetVirtualServer(stale); err == nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, stale); err == nil {
 		t.Error("the deleted Service's virtual server is left")
 	}
 	if got := nl.Addrs("kube-ipvs0"); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "10.96.0.9/") }) {
 		t.Errorf("the deleted Service's address is left: %v", got)
 	}
-	if _, err := ipvsK.GetVirtualServer(foreign); err != nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, foreign); err != nil {
 		t.Error("a virtual server that was never the proxy's was deleted")
 	}
-	if _, err := ipvsK.GetVirtualServer(tcpKey("10.96.0.1", 80)); err != nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, tcpKey("10.96.0.1", 80)); err != nil {
 		t.Errorf("the desired virtual server: %v", err)
 	}
 }
@@ -144,7 +144,7 @@ func TestRepairWritesAddressesAndIPVSAtOnce(t *testing.T) {
 	if res := dp.repairWhole(snapshotOf("10.96.0.1")); res.Err != nil || res.Failed() != 0 {
 		t.Fatalf("repair: %+v", res)
 	}
-	if _, err := k.GetVirtualServer(tcpKey("10.96.0.1", 80)); err != nil {
+	if _, err := ipvs.ReadVirtualServer(k, tcpKey("10.96.0.1", 80)); err != nil {
 		t.Error("the virtual server was not written")
 	}
 	if got := nl.Addrs("kube-ipvs0"); !slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "10.96.0.1/") }) {
@@ -164,10 +164,10 @@ func TestRepairOwnsOnlyBoundAddressesWhenTheListingFails(t *testing.T) {
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "listing refused") {
 		t.Fatalf("repair error %v, want the address failure", res.Err)
 	}
-	if _, err := ipvsK.GetVirtualServer(tcpKey("10.96.0.1", 80)); err != nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, tcpKey("10.96.0.1", 80)); err != nil {
 		t.Error("IPVS was not repaired")
 	}
-	if _, err := ipvsK.GetVirtualServer(unknown); err != nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, unknown); err != nil {
 		t.Error("a virtual server on an address not known to be the proxy's was deleted")
 	}
 }
@@ -239,10 +239,10 @@ func TestRepairConvertsToRouteBinding(t *testing.T) {
 	if got := nl.Addrs("kube-ipvs0"); len(got) != 0 {
 		t.Errorf("addresses left: %v", got)
 	}
-	if _, err := ipvsK.GetVirtualServer(stale); err == nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, stale); err == nil {
 		t.Error("the deleted Service's virtual server is left")
 	}
-	if _, err := ipvsK.GetVirtualServer(tcpKey("10.96.0.1", 80)); err != nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, tcpKey("10.96.0.1", 80)); err != nil {
 		t.Errorf("the desired virtual server: %v", err)
 	}
 }

@@ -122,17 +122,17 @@ func TestGuestChangeDuringASteppedRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := k.GetVirtualServer(changed)
+	got, err := ipvs.ReadVirtualServer(k, changed)
 	if err != nil || got.Reals[extra] != 1 || len(got.Reals) != 11 {
 		t.Fatalf("after the repair the changed virtual server is %v (%v); want the change's 11 real servers", got, err)
 	}
-	if _, err := k.GetVirtualServer(gone); !errors.Is(err, ipvs.ErrNotFound) {
+	if _, err := ipvs.ReadVirtualServer(k, gone); !errors.Is(err, ipvs.ErrNotFound) {
 		t.Errorf("after the repair the deleted virtual server %s: %v; want it gone", gone, err)
 	}
-	if got, err := k.GetVirtualServer(added.Key); err != nil || len(got.Reals) != 1 {
+	if got, err := ipvs.ReadVirtualServer(k, added.Key); err != nil || len(got.Reals) != 1 {
 		t.Errorf("after the repair the created virtual server is %v (%v); want it with its real server", got, err)
 	}
-	if all, err := k.ListVirtualServers(); err != nil || len(all) != n {
+	if all, err := ipvs.ReadAll(k); err != nil || len(all) != n {
 		t.Errorf("after the repair the kernel has %d virtual servers (%v), want %d", len(all), err, n)
 	}
 	if waiting == 0 {

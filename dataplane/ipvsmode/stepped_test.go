@@ -92,7 +92,7 @@ func TestSteppedRepairLetsChangesThroughAndKeepsThem(t *testing.T) {
 	if res := dp.Apply(ch); res.Failed() != 0 || res.Writes.IPVS != 2 {
 		t.Fatalf("the change: %+v", res)
 	}
-	if _, err := ipvsK.GetVirtualServer(added); err != nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, added); err != nil {
 		t.Fatal("the change waits for the repair")
 	}
 	ipvsK.TakeOps()
@@ -124,11 +124,11 @@ func TestSteppedRepairLetsChangesThroughAndKeepsThem(t *testing.T) {
 		t.Errorf("the repair wrote %q after the change, want only the lost virtual server back", writes)
 	}
 	for _, k := range []model.VSKey{added, lost} {
-		if _, err := ipvsK.GetVirtualServer(k); err != nil {
+		if _, err := ipvs.ReadVirtualServer(ipvsK, k); err != nil {
 			t.Errorf("%s missing after the repair", k)
 		}
 	}
-	if _, err := ipvsK.GetVirtualServer(removed); err == nil {
+	if _, err := ipvs.ReadVirtualServer(ipvsK, removed); err == nil {
 		t.Errorf("the repair brought back %s, deleted by a change while it ran", removed)
 	}
 }
@@ -210,7 +210,7 @@ func TestBeginRepairIsWholeWhenAskedAndAtFirst(t *testing.T) {
 			t.Fatalf("%s: first step: done %v, %+v; want done, %d IPVS writes", what, done, res, step)
 		}
 		for _, k := range []model.VSKey{tcpKey("10.96.0.1", 80), tcpKey("10.96.0.2", 80)} {
-			if _, err := ipvsK.GetVirtualServer(k); err != nil {
+			if _, err := ipvs.ReadVirtualServer(ipvsK, k); err != nil {
 				t.Errorf("%s: %s not in the kernel: %v", what, k, err)
 			}
 		}

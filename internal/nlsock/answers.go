@@ -27,10 +27,6 @@ type Receiver struct {
 	Buf        []byte // one datagram; 64 KiB holds the largest the kernel sends
 	// SystemCalls counts receives and waits (tests read what batching saves).
 	SystemCalls uint64
-	// Busy is the time spent in receives and waits of Read: about how long the kernel
-	// worked on the request's answers (a dump's rounds run inside the receives), with the
-	// pauses between datagrams left out.
-	Busy time.Duration
 }
 
 // NewReceiver returns a Receiver for fd with a 64 KiB buffer.
@@ -69,9 +65,7 @@ func (r *Receiver) Receive(wait bool, timeout time.Duration) (int, error) {
 // background gives way to the sync loop. Answers to other requests are passed over.
 func (r *Receiver) Read(a *Answers, timeout time.Duration, between func()) error {
 	for !a.done {
-		began := time.Now()
 		n, err := r.Receive(true, timeout)
-		r.Busy += time.Since(began)
 		if err != nil {
 			return err
 		}
