@@ -1,6 +1,9 @@
 package firewall
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // ServiceCIDREntries returns what SetServiceCIDRs holds for the Service CIDRs: one entry per
 // masked prefix, in the set of its family, for the families cfg enables. They come from the
@@ -39,6 +42,17 @@ func (w withCIDRs) pick(n SetName) DesiredSets {
 		return w.cidrs
 	}
 	return w.services
+}
+
+// Names lists the Services' sets and the Service CIDR sets.
+func (w withCIDRs) Names() []SetName {
+	out := w.services.Names()
+	for n := range w.cidrs {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func (w withCIDRs) Count(n SetName) int                   { return w.pick(n).Count(n) }

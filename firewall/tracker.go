@@ -187,6 +187,9 @@ func (t *Tracker) Names() []SetName {
 // DesiredSets is a read-only view of the entries each set must hold, as ipset Resync reads
 // it. The Tracker is one; EntryMap makes one of a plain map.
 type DesiredSets interface {
+	// Names lists the sets with desired entries (a repair reports entries for a set that is
+	// not defined).
+	Names() []SetName
 	Count(n SetName) int
 	Has(n SetName, p Packed) bool
 	Range(n SetName, fn func(Packed) bool)

@@ -203,11 +203,9 @@ func (c *SetsCheck) judgeHeaders(headers []Header) Result {
 			r.sets[d.Name].spec = h.Spec
 		}
 	}
-	if named, ok := desired.(interface{ Names() []firewall.SetName }); ok {
-		for _, n := range named.Names() {
-			if _, ok := newDefs[n]; !ok && desired.Count(n) > 0 {
-				res.fail(n, fmt.Errorf("entries for set %s, which is not defined", n))
-			}
+	for _, n := range desired.Names() {
+		if _, ok := newDefs[n]; !ok && desired.Count(n) > 0 {
+			res.fail(n, fmt.Errorf("entries for set %s, which is not defined", n))
 		}
 	}
 	r.defs = newDefs
@@ -330,16 +328,7 @@ func (r *Reconciler) compareListing(k Kernel, d firewall.SetDef, desired firewal
 				compare()
 			}
 		}
-		if es, ok := k.(entryStreamer); ok {
-			l.err = es.EachEntry(d.Name, each)
-		} else {
-			var all []firewall.Entry
-			if all, l.err = k.ListEntries(d.Name); l.err == nil {
-				for _, e := range all {
-					each(e)
-				}
-			}
-		}
+		l.err = k.EachEntry(d.Name, each)
 		if l.err == nil {
 			compare()
 			// Sorted beside the sync loop, for finish's look-ups (a few, in its step).

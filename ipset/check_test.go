@@ -19,8 +19,12 @@ type stalledLister struct {
 	listed, release chan struct{}
 }
 
-func (s stalledLister) ListEntries(n firewall.SetName) ([]firewall.Entry, error) {
-	return stall[[]firewall.Entry](s.listed, s.release)(s.FakeKernel.ListEntries(n))
+func (s stalledLister) EachEntry(n firewall.SetName, fn func(firewall.Entry)) error {
+	es, err := stall[[]firewall.Entry](s.listed, s.release)(ListEntries(s.FakeKernel, n))
+	for _, e := range es {
+		fn(e)
+	}
+	return err
 }
 
 // stall returns a function that passes a listing's answer on once the test released it.
@@ -120,7 +124,7 @@ type streamStalledLister struct {
 }
 
 func (s streamStalledLister) EachEntry(n firewall.SetName, fn func(firewall.Entry)) error {
-	es, err := s.FakeKernel.ListEntries(n)
+	es, err := ListEntries(s.FakeKernel, n)
 	if err != nil {
 		return err
 	}
@@ -314,5 +318,22 @@ func TestCheckRelistsHeadersARebuildOvertook(t *testing.T) {
 	}
 	if n := len(lister.listed); n != 1 {
 		t.Errorf("the headers were listed again %d times, want once", n)
+	}
+}
+
+// Entries desired for a set that is not defined are reported by the repair, also through the
+// desired state the dataplane passes (the Services' entries joined with the Service CIDRs'),
+// and the defined sets are still made right.
+func TestRepairReportsEntriesForAnUndefinedSet(t *testing.T) {
+	f := NewFakeKernel()
+	r := New(f)
+	undefined := firewall.SetName("KIPVS-NOT-DEFINED")
+	services := firewall.EntryMap{undefined: {ip("10.0.0.1"): true}, defIPPort.Name: {ipp("10.0.0.2", 80): true}}
+	res := r.ResyncSets([]firewall.SetDef{defIPPort}, firewall.WithServiceCIDRs(services, firewall.EntryMap{}))
+	if err := res.Errors[undefined]; err == nil || !strings.Contains(err.Error(), "not defined") {
+		t.Errorf("errors %v, want one for %s", res.Errors, undefined)
+	}
+	if got, err := ListEntries(f, defIPPort.Name); err != nil || len(got) != 1 {
+		t.Errorf("the defined set holds %v (%v), want its one entry", got, err)
 	}
 }

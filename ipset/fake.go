@@ -109,18 +109,25 @@ func (f *FakeKernel) ListHeaders() ([]Header, error) {
 	return out, nil
 }
 
-// ListEntries implements Kernel.
-func (f *FakeKernel) ListEntries(n firewall.SetName) ([]firewall.Entry, error) {
+// EachEntry implements Kernel: the entries in order, handed over after the lock is let go
+// (fn may call the fake).
+func (f *FakeKernel) EachEntry(n firewall.SetName, fn func(firewall.Entry)) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := f.call("list", n, string(n)); err != nil {
-		return nil, err
+		f.mu.Unlock()
+		return err
 	}
 	s, ok := f.sets[n]
 	if !ok {
-		return nil, fmt.Errorf("list %s: %w", n, ErrSetNotFound)
+		f.mu.Unlock()
+		return fmt.Errorf("list %s: %w", n, ErrSetNotFound)
 	}
-	return sortedEntries(s.entries), nil
+	es := sortedEntries(s.entries)
+	f.mu.Unlock()
+	for _, e := range es {
+		fn(e)
+	}
+	return nil
 }
 
 // Create implements Kernel.

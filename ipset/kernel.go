@@ -36,8 +36,10 @@ type Kernel interface {
 	// ListHeaders lists every set's header, without entries, in one dump. It fails rather
 	// than return a listing the kernel marked interrupted (ErrDumpInterrupted).
 	ListHeaders() ([]Header, error)
-	// ListEntries lists one set's entries; ErrSetNotFound if there is no such set.
-	ListEntries(name firewall.SetName) ([]firewall.Entry, error)
+	// EachEntry lists one set's entries, handing each to fn as it is parsed, so that a set
+	// of half a million entries is never held as one listing (ListEntries collects them);
+	// ErrSetNotFound if there is no such set. On an error, fn may have seen some entries.
+	EachEntry(name firewall.SetName, fn func(firewall.Entry)) error
 	// Create creates an empty set; ErrSetExists if the name is taken.
 	Create(s Spec) error
 	// Destroy destroys a set; ErrSetNotFound if absent, ErrSetInUse while iptables rules

@@ -128,7 +128,7 @@ func testKernelEverySetType(t *testing.T) {
 		} else if h.HashSize != 4096 || h.MaxElem != 65536 {
 			t.Errorf("%s hashsize %d maxelem %d, want 4096 and 65536 for 10,000 entries", d.Name, h.HashSize, h.MaxElem)
 		}
-		got, err := k.ListEntries(d.Name)
+		got, err := ListEntries(k, d.Name)
 		if err != nil {
 			t.Fatalf("list %s: %v", d.Name, err)
 		}
@@ -146,7 +146,7 @@ func testKernelEverySetType(t *testing.T) {
 		if err := k.Del(d.Name, append(es[:1:1], es[:1]...)); err != nil {
 			t.Errorf("delete from %s (twice in one batch): %v", d.Name, err)
 		}
-		if got, _ := k.ListEntries(d.Name); len(got) != len(es)-1 {
+		if got, _ := ListEntries(k, d.Name); len(got) != len(es)-1 {
 			t.Errorf("%s has %d entries after one deletion, want %d", d.Name, len(got), len(es)-1)
 		}
 	}
@@ -168,7 +168,7 @@ func testKernelErrors(t *testing.T) {
 	check("create existing", k.Create(small), ErrSetExists)
 	check("destroy missing", k.Destroy("KIPVS-NONE"), ErrSetNotFound)
 	check("add to missing", k.Add("KIPVS-NONE", []firewall.Entry{{IP: netip.MustParseAddr("10.0.0.1")}}), ErrSetNotFound)
-	check("list missing", func() error { _, err := k.ListEntries("KIPVS-NONE"); return err }(), ErrSetNotFound)
+	check("list missing", func() error { _, err := ListEntries(k, "KIPVS-NONE"); return err }(), ErrSetNotFound)
 	var six []firewall.Entry
 	for i := range 6 {
 		six = append(six, firewall.Entry{IP: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})})
@@ -256,7 +256,7 @@ func testReconcilerOnKernel(t *testing.T) {
 	if h := headerOf(t, k, firewall.SetVIPs); h.Entries != 2+1200-1 {
 		t.Errorf("%s has %d entries, want %d", firewall.SetVIPs, h.Entries, 2+1200-1)
 	}
-	if got, err := k.ListEntries(firewall.SetVIPs); err != nil || len(got) != 1201 {
+	if got, err := ListEntries(k, firewall.SetVIPs); err != nil || len(got) != 1201 {
 		t.Errorf("listing a set over several dump messages: %d entries, %v", len(got), err)
 	}
 }
@@ -301,7 +301,7 @@ func testRebuildBySwap(t *testing.T) {
 	if h.MaxElem != 65536 || h.HashSize < 1024 || h.Entries != 20 || h.References != 1 {
 		t.Errorf("after: maxelem %d hashsize %d entries %d references %d; want 65536, >=1024, 20, 1", h.MaxElem, h.HashSize, h.Entries, h.References)
 	}
-	if _, err := k.ListEntries(firewall.TempName(d.Name)); !errors.Is(err, ErrSetNotFound) {
+	if _, err := ListEntries(k, firewall.TempName(d.Name)); !errors.Is(err, ErrSetNotFound) {
 		t.Errorf("temporary twin left: %v", err)
 	}
 	out, err := exec.Command("iptables-nft-save", "-t", "filter").CombinedOutput()
@@ -361,7 +361,7 @@ func testLargeSetBeyondDefaultMaxElem(t *testing.T) {
 	if h.Entries != n || h.MaxElem < n {
 		t.Fatalf("after the Apply: %d entries, maxelem %d; want %d entries and room for them", h.Entries, h.MaxElem, n)
 	}
-	listed, err := k.ListEntries(d.Name)
+	listed, err := ListEntries(k, d.Name)
 	if err != nil {
 		t.Fatalf("ListEntries of %d entries: %v", n, err)
 	}
@@ -456,7 +456,7 @@ func testBackgroundListingParks(t *testing.T) {
 
 	gate.Raise()
 	before := gate.Parks()
-	if es, err := k.ListEntries(d.Name); err != nil || len(es) != n {
+	if es, err := ListEntries(k, d.Name); err != nil || len(es) != n {
 		t.Fatalf("the loop's handle listed %d entries (%v), want %d", len(es), err, n)
 	}
 	if p := gate.Parks() - before; p != 0 {
@@ -469,7 +469,7 @@ func testBackgroundListingParks(t *testing.T) {
 	}
 	out := make(chan listed, 1)
 	go func() {
-		es, err := bg.ListEntries(d.Name)
+		es, err := ListEntries(bg, d.Name)
 		out <- listed{es, err}
 	}()
 	for deadline := time.Now().Add(10 * time.Second); gate.Parks() == before; time.Sleep(time.Millisecond) {

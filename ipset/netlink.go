@@ -395,20 +395,8 @@ func (k *NetlinkKernel) ListHeaders() ([]Header, error) {
 	return out, nil
 }
 
-// ListEntries implements Kernel. A large set comes in several messages; their entries are
-// joined.
-func (k *NetlinkKernel) ListEntries(name firewall.SetName) ([]firewall.Entry, error) {
-	var out []firewall.Entry
-	err := k.EachEntry(name, func(e firewall.Entry) { out = append(out, e) })
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// EachEntry lists one set's entries like ListEntries, handing each to fn as its message is
-// parsed: a set of half a million entries is never held as one listing. On an error, fn may
-// have seen some entries.
+// EachEntry implements Kernel: a large set comes in several messages, each handed over
+// entry by entry as it is parsed.
 func (k *NetlinkKernel) EachEntry(name firewall.SetName, fn func(firewall.Entry)) error {
 	req := k.request(nl.IPSET_CMD_LIST, unix.NLM_F_DUMP, func(b []byte) []byte {
 		return appendSetName(b, name)

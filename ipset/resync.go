@@ -178,16 +178,7 @@ func listEntriesFrom(k Kernel, n firewall.SetName, hint int) (map[firewall.Packe
 	var err error
 	for range listAttempts {
 		out := make(map[firewall.Packed]struct{}, hint)
-		if each, ok := k.(entryStreamer); ok {
-			err = each.EachEntry(n, func(e firewall.Entry) { out[e.Pack()] = struct{}{} })
-		} else {
-			var es []firewall.Entry
-			if es, err = k.ListEntries(n); err == nil {
-				for _, e := range es {
-					out[e.Pack()] = struct{}{}
-				}
-			}
-		}
+		err = k.EachEntry(n, func(e firewall.Entry) { out[e.Pack()] = struct{}{} })
 		if err == nil {
 			return out, nil
 		}
@@ -198,9 +189,14 @@ func listEntriesFrom(k Kernel, n firewall.SetName, hint int) (map[firewall.Packe
 	return nil, err
 }
 
-// entryStreamer is a Kernel that can hand a set's entries over one by one as it parses them.
-type entryStreamer interface {
-	EachEntry(name firewall.SetName, fn func(firewall.Entry)) error
+// ListEntries collects one set's entries (Kernel.EachEntry); ErrSetNotFound if there is no
+// such set.
+func ListEntries(k Kernel, name firewall.SetName) ([]firewall.Entry, error) {
+	var out []firewall.Entry
+	if err := k.EachEntry(name, func(e firewall.Entry) { out = append(out, e) }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func checkDef(d firewall.SetDef) error {

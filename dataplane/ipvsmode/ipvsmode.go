@@ -99,9 +99,7 @@ func New(cfg Config, dummyName string, drainTimeout time.Duration, backend iptab
 		return nil, err
 	}
 	vs := NewIPVS(k, drainTimeout)
-	if l, ok := vsLister.(ipvs.ServiceLister); ok {
-		vs.Lister = l
-	}
+	vs.Lister = vsLister
 	return NewWith(cfg, Parts{
 		IPVS:      vs,
 		Addresses: dummyif.NewBinding(dummyName, cfg.VIPBinding, nil),

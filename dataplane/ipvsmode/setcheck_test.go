@@ -51,7 +51,7 @@ func TestRepairCyclesMendASetEntryInTheBackground(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	hairpin := func() int { es, _ := setsK.ListEntries(firewall.SetLoopBack); return len(es) }
+	hairpin := func() int { es, _ := ipset.ListEntries(setsK, firewall.SetLoopBack); return len(es) }
 	poll("the first sync", func() bool { return ctl.Stats().TotalSyncs >= 1 && hairpin() == 60 })
 	// Let a few stepped cycles run over the intact kernel: they write nothing.
 	w0 := dp.p.Sets.Writes()
@@ -61,7 +61,7 @@ func TestRepairCyclesMendASetEntryInTheBackground(t *testing.T) {
 		t.Fatalf("repair cycles over intact sets wrote %d times", w)
 	}
 
-	es, _ := setsK.ListEntries(firewall.SetLoopBack)
+	es, _ := ipset.ListEntries(setsK, firewall.SetLoopBack)
 	if err := setsK.Del(firewall.SetLoopBack, es[:1]); err != nil {
 		t.Fatal(err)
 	}
