@@ -76,6 +76,10 @@ cluster-test: ## make cluster plus the operator checks: rolling update, re-creat
 conformance: ## Kubernetes' e2e [sig-network] Services [Conformance] specs on make cluster's cluster (SELECTION=sig-network for the wide one, FOCUS, SKIP, PROXY=kube-proxy, PROCS; docs/conformance.md); not part of test
 	hack/conformance/run.sh
 
+.PHONY: sli
+sli: ## the network programming latency SLI through make cluster's API server under a CL2-style load on kwok's fake nodes (SERVICES, REPLICAS, FAKE_NODES, CHURN, PROXY=kube-proxy; docs/sli.md); not part of test
+	hack/sli/run.sh
+
 .PHONY: parity
 parity: ## kube-proxy v1.37's IPVS proxier beside kube-ipvs in one guest: IPVS, kube-ipvs0 and ipsets diffed (docs/differences-from-kube-proxy.md); PARITY_SHOW=1 prints both states
 	GUEST_APPEND="$(GUEST_APPEND) $(if $(PARITY_SHOW),parity.show=1)" hack/guest/run.sh test/parity/parity.sh

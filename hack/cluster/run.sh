@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run.sh [smoke|all|conformance [cluster-host's flags]]: make cluster (smoke) and make
-# cluster-test (all), docs/cluster.md; hack/conformance/run.sh runs it with conformance.
+# run.sh [smoke|all|conformance|sli [cluster-host's flags]]: make cluster (smoke) and make
+# cluster-test (all), docs/cluster.md; hack/conformance/run.sh runs it with conformance,
+# hack/sli/run.sh with sli.
 # Builds (or takes from .cache/cluster/) the cluster's binaries and images, stages the node's
 # payload (the binaries in /usr/local/bin, the CNI plugins in /opt/cni/bin, the images,
 # hack/cluster/node.sh as the entry), then runs test/apiserver's cluster-host, which starts

@@ -317,7 +317,12 @@ func (p *Plane) StopAPIServer() error {
 // Start starts another control-plane binary of Bin (kube-controller-manager,
 // kube-scheduler) with its output in NAME.log; StopAll ends it.
 func (p *Plane) Start(name string, args ...string) error {
-	cmd := exec.Command(filepath.Join(p.Bin, name), args...)
+	return p.StartAt(name, filepath.Join(p.Bin, name), args...)
+}
+
+// StartAt is Start for a binary outside Bin (make sli's kwok): name names its log.
+func (p *Plane) StartAt(name, path string, args ...string) error {
+	cmd := exec.Command(path, args...)
 	if err := StartLogged(cmd, p.Path(name+".log")); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}

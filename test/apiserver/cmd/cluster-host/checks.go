@@ -16,6 +16,7 @@ type checker struct {
 	cs   kubernetes.Interface
 	boot time.Time    // QEMU's start
 	conf *conformance // make conformance: the suite's run instead of the checks
+	sli  *sliRun      // make sli: its load and measurement instead of the checks
 
 	passed, failed int
 
@@ -35,6 +36,9 @@ type step struct {
 }
 
 func (c *checker) steps(all bool) []step {
+	if c.sli != nil {
+		return c.sliSteps()
+	}
 	if c.conf != nil {
 		return []step{
 			{"every Node is Ready", true, c.nodeReady},

@@ -9,6 +9,8 @@
 //	      --report DIR [--proxy kube-ipvs|kube-proxy] [--focus RE] [--skip RE] [--procs N]
 //	      [--timeout D]
 //	cluster-host --checks validate|node-mem [--nodes N]
+//	cluster-host --bin DIR --repo DIR --stage DIR --checks sli --kwok PATH --kwok-stages PATH --report DIR
+//	cluster-host --checks sli-validate [--nodes N] [--services N] [--replicas N] [--fake-nodes N] [--churn D]
 //
 // smoke (make cluster) checks the bring-up, the deployment and the traffic through each kind
 // of Service; all (make cluster-test) adds the rolling update, the re-created Pod and scaling.
@@ -149,11 +151,23 @@ func run() int {
 			conf.report = abs
 		}
 	}
-	if bin == "" || repo == "" || stage == "" || (checks != "smoke" && checks != "all" && checks != "conformance") ||
+	var sli *sliRun
+	if checks == "sli" || checks == "sli-validate" {
+		if sli, err = parseSLI(nNodes, checks == "sli"); err != nil {
+			fmt.Fprintf(os.Stderr, "cluster-host: %v\n", err)
+			return 2
+		}
+		if checks == "sli-validate" {
+			return 0 // hack/sli/run.sh asks before it builds anything
+		}
+	}
+	if bin == "" || repo == "" || stage == "" || (checks != "smoke" && checks != "all" && checks != "conformance" && checks != "sli") ||
 		(proxy != "kube-ipvs" && proxy != "kube-proxy") {
 		fmt.Fprintln(os.Stderr, "usage: cluster-host --bin DIR --repo DIR --stage DIR [--checks smoke|all] [--proxy kube-ipvs|kube-proxy]")
 		fmt.Fprintln(os.Stderr, "       cluster-host --bin DIR --repo DIR --stage DIR --checks conformance --conformance DIR --report DIR")
 		fmt.Fprintln(os.Stderr, "            [--proxy kube-ipvs|kube-proxy] [--focus RE] [--skip RE] [--procs N] [--timeout D]")
+		fmt.Fprintln(os.Stderr, "       cluster-host --bin DIR --repo DIR --stage DIR --checks sli --kwok PATH --kwok-stages PATH --report DIR")
+		fmt.Fprintln(os.Stderr, "            [--proxy kube-ipvs|kube-proxy] [--services N] [--replicas N] [--fake-nodes N] [--churn D]")
 		return 2
 	}
 	dir, err := os.MkdirTemp("", "kipvs-cluster.")
@@ -162,7 +176,7 @@ func run() int {
 		return 1
 	}
 	h := &host{Plane: &controlplane.Plane{Bin: bin, Dir: dir, Logf: logf}, repo: repo, stage: stage, all: checks == "all",
-		proxy: proxy, conf: conf, nodes: layout(nNodes), nodeMiB: nodeMiB}
+		proxy: proxy, conf: conf, sli: sli, nodes: layout(nNodes), nodeMiB: nodeMiB}
 	defer func() {
 		h.StopAll()
 		if os.Getenv("CLUSTER_KEEP") != "" {
@@ -191,6 +205,17 @@ func run() int {
 	took := ""
 	if t0, err := strconv.ParseInt(os.Getenv("CLUSTER_T0"), 10, 64); err == nil {
 		took = fmt.Sprintf(" in %s", time.Since(time.Unix(t0, 0)).Round(time.Second))
+	}
+	if sli != nil {
+		// make sli's last line is the SLI, after the checks' count.
+		fmt.Printf("make sli: %s%s\n", summary, took)
+		line, err := sli.writeReport(proxy, nNodes)
+		if err != nil {
+			logf("sli.json: %v", err)
+			return max(rc, 1)
+		}
+		fmt.Println(line)
+		return rc
 	}
 	target := map[bool]string{false: "make cluster", true: "make cluster-test"}[h.all]
 	if conf != nil {
@@ -225,6 +250,7 @@ type host struct {
 	all         bool          // run every check, not only the smoke set
 	proxy       string        // the service proxy deployed: kube-ipvs or kube-proxy
 	conf        *conformance  // make conformance's run instead of the checks
+	sli         *sliRun       // make sli's run instead of the checks
 	nodes       []clusterNode // the nodes in the guest (layout.go), in order
 	nodeMiB     int           // each node's share of the guest's memory
 	adminKC     string        // the admin's kubeconfig, for kubectl
@@ -300,20 +326,22 @@ egressSelections:
 	if h.adminKC, err = kc("admin", "admin"); err != nil {
 		return 0, err
 	}
-	if err := h.Start("kube-controller-manager",
-		"--kubeconfig="+cmKC, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cmPort),
-		"--cert-dir="+h.Path("cm-certs"), "--leader-elect=false",
-		"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24",
+	cmArgs := append([]string{
+		"--kubeconfig=" + cmKC, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cmPort),
+		"--cert-dir=" + h.Path("cm-certs"), "--leader-elect=false",
+		"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=" + h.nodeCIDRMask(),
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--service-account-private-key-file="+h.Path("sa.key"), "--root-ca-file="+h.Path("ca.crt"),
+		"--service-account-private-key-file=" + h.Path("sa.key"), "--root-ca-file=" + h.Path("ca.crt"),
 		"--use-service-account-credentials=true", "--controllers=*",
-	); err != nil {
+	}, h.sliControllerArgs()...)
+	if err := h.Start("kube-controller-manager", cmArgs...); err != nil {
 		return 0, err
 	}
-	if err := h.Start("kube-scheduler",
-		"--kubeconfig="+schedKC, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
-		"--cert-dir="+h.Path("sched-certs"), "--leader-elect=false",
-	); err != nil {
+	schedArgs := append([]string{
+		"--kubeconfig=" + schedKC, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
+		"--cert-dir=" + h.Path("sched-certs"), "--leader-elect=false",
+	}, h.sliSchedulerArgs()...)
+	if err := h.Start("kube-scheduler", schedArgs...); err != nil {
 		return 0, err
 	}
 	logf("control plane up on 127.0.0.1 in %s (etcd, kube-apiserver :%d, kube-controller-manager, kube-scheduler)",
@@ -354,6 +382,9 @@ egressSelections:
 		len(h.nodes), strings.Join(names, ", "), controlplane.GuestAPI, h.APIPort, guestCtl, h.fwdPort, routerIP, proxyPort)
 	g := exec.Command(filepath.Join(h.repo, "hack/guest/boot.sh"), h.stage)
 	guestTimeout := "1500"
+	if h.sli != nil {
+		guestTimeout = "10800" // the load, the churn and both settling: well within 3 hours
+	}
 	if h.conf != nil {
 		// The node lives as long as the suite may run, and an hour more for the bring-up.
 		if d, err := time.ParseDuration(h.conf.timeout); err == nil {
@@ -376,7 +407,7 @@ egressSelections:
 	done := make(chan error, 1)
 	go func() { done <- g.Wait() }()
 
-	c := &checker{h: h, cs: kubernetes.NewForConfigOrDie(h.AdminConfig()), boot: bootStart, conf: h.conf}
+	c := &checker{h: h, cs: kubernetes.NewForConfigOrDie(h.AdminConfig()), boot: bootStart, conf: h.conf, sli: h.sli}
 	h.checker = c
 	checked := make(chan error, 1)
 	go func() { checked <- c.runAll(ctx, h.all) }()

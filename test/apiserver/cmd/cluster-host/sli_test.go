@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// The load's objects: every fifth Service a NodePort, the Pods only on the fake nodes.
+func TestSLILoadObjects(t *testing.T) {
+	s := &sliRun{services: 10, replicas: 5, nodePortEvery: 5}
+	nodePorts := 0
+	for i := range s.services {
+		if s.service(i).Spec.Type == corev1.ServiceTypeNodePort {
+			nodePorts++
+		}
+	}
+	if nodePorts != 2 {
+		t.Errorf("%d NodePorts of 10 Services, want 2", nodePorts)
+	}
+	d := s.deployment(3, 5)
+	if *d.Spec.Replicas != 5 || d.Spec.Template.Spec.NodeSelector[sliNodeLabel] != "true" ||
+		len(d.Spec.Template.Spec.Tolerations) != 1 || d.Spec.Template.Spec.Tolerations[0].Key != kwokTaintKey {
+		t.Errorf("deployment %+v", d.Spec)
+	}
+	if svc := s.service(3); svc.Spec.Selector["app"] != d.Spec.Template.Labels["app"] || svc.Namespace != d.Namespace {
+		t.Errorf("Service %s/%s does not select Deployment %s/%s's Pods", svc.Namespace, svc.Name, d.Namespace, d.Name)
+	}
+	if ns, _ := sliName(2500); ns != "sli-2" {
+		t.Errorf("Service 2500 in %s, want sli-2", ns)
+	}
+}
+
+// The churn's four kinds of change, each on the objects it names.
+func TestSLIChurnChanges(t *testing.T) {
+	s := &sliRun{services: 4, replicas: 5, nodePortEvery: 5}
+	var objs []runtime.Object
+	for i := range s.services {
+		objs = append(objs, s.service(i), s.deployment(i, s.replicas))
+	}
+	cs := fake.NewClientset(objs...)
+	var mu sync.Mutex
+	var seen []string
+	cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		return false, nil, nil
+	})
+	ctx := context.Background()
+	for k := range 4 {
+		if err := s.change(ctx, cs, k); err != nil {
+			t.Fatalf("change %d: %v", k, err)
+		}
+	}
+	want := []string{
+		"patch deployments/",                   // up
+		"patch deployments/",                   // down
+		"patch deployments/",                   // roll
+		"delete services/", "create services/", // replace
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("calls %q, want %q", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Errorf("call %d: %q, want %q", i, seen[i], want[i])
+		}
+	}
+	// Change 2 rolled Service (2*7919)%4's Deployment.
+	ns, name := sliName((2 * 7919) % 4)
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || d.Spec.Template.Annotations["kube-ipvs.io/sli-roll"] != "2" {
+		t.Errorf("the rolled Deployment: %v %v", d.Spec.Template.Annotations, err)
+	}
+	// Change 0 scaled Service 0's Deployment up by one, change 1 Service 7919%4's back.
+	ns, name = sliName(0)
+	if d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 6 {
+		t.Errorf("Service 0's Deployment after scaling up: %v", err)
+	}
+}
+
+// paced keeps to its rate, and the first error stops it.
+func TestPaced(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	start := time.Now()
+	err := paced(context.Background(), 10, 100, 3, func(int) error {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		return nil
+	}, func(int) {})
+	if err != nil || calls != 10 {
+		t.Fatalf("paced: %d calls, %v", calls, err)
+	}
+	if d := time.Since(start); d < 90*time.Millisecond {
+		t.Errorf("10 calls at 100 a second took %s", d)
+	}
+	boom := errors.New("boom")
+	calls = 0
+	err = paced(context.Background(), 1000, 1000, 2, func(i int) error {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		if i == 5 {
+			return boom
+		}
+		return nil
+	}, func(int) {})
+	if !errors.Is(err, boom) || calls >= 1000 {
+		t.Errorf("after an error: %d calls, %v", calls, err)
+	}
+}
