@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,12 @@ type sliRun struct {
 	churnQPS                      float64       // changes per second during the churn
 
 	result sliResult
+
+	// mu guards want: each Service's Deployment's replicas as the churn last set them.
+	mu   sync.Mutex
+	want map[int]int
+	// probe, during the churn, cross-checks a sample of the scale-ups (sliprobe.go).
+	probe *sliProbe
 }
 
 // sliResult is sli.json: the run's settings and what it measured.
@@ -60,6 +67,13 @@ type sliResult struct {
 	P90          float64 `json:"p90"`
 	P99          float64 `json:"p99"`
 	MeanSecs     float64 `json:"mean"`
+	// The probe: a sample of the scale-ups, timed from their slice's trigger time to their
+	// virtual server's new real server as the node's kernel showed it (sliprobe.go).
+	Probed      int     `json:"probed"`
+	ProbeFailed int     `json:"probeFailed"`
+	ProbeP50    float64 `json:"probeP50"`
+	ProbeP90    float64 `json:"probeP90"`
+	ProbeMax    float64 `json:"probeMax"`
 }
 
 // The fake nodes: labelled for the load's nodeSelector, tainted so that nothing else lands
@@ -359,6 +373,7 @@ func (c *checker) sliChurn(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	s.probe = newSLIProbe(c, cs)
 	n := &noter{boot: c.boot}
 	total := int(math.Round(s.churnQPS * s.churn.Seconds()))
 	var failed atomic.Int64
@@ -389,6 +404,16 @@ func (c *checker) sliChurn(ctx context.Context) (string, error) {
 		return "", err
 	}
 	r := &s.result
+	probed, p50, p90, worst, probeFailures := s.probe.summary()
+	r.Probed, r.ProbeP50, r.ProbeP90, r.ProbeMax = probed, p50.Seconds(), p90.Seconds(), worst.Seconds()
+	r.ProbeFailed = len(probeFailures)
+	for i, f := range probeFailures {
+		if i == 5 {
+			logf("sli: %d more probes failed", len(probeFailures)-5)
+			break
+		}
+		logf("sli: probe: %s", f)
+	}
 	r.Changes, r.ChurnSecs = total-int(failed.Load()), s.churn.Seconds()
 	r.Observations = d.count
 	r.P50, r.P90, r.P99 = d.promQuantile(0.5), d.promQuantile(0.9), d.promQuantile(0.99)
@@ -398,8 +423,10 @@ func (c *checker) sliChurn(ctx context.Context) (string, error) {
 	if failed.Load() > int64(total/20) {
 		return "", fmt.Errorf("%d of %d changes failed", failed.Load(), total)
 	}
-	return fmt.Sprintf("p50 %.2f s, p90 %.2f s, p99 %.2f s, mean %.2f s over %d observations of %d changes",
-		r.P50, r.P90, r.P99, r.MeanSecs, r.Observations, r.Changes), nil
+	return fmt.Sprintf("p50 %.2f s, p90 %.2f s, p99 %.2f s, mean %.2f s over %d observations of %d changes; "+
+		"the kernel probe of %d scale-ups (%d failed): p50 %.2f s, p90 %.2f s, worst %.2f s",
+		r.P50, r.P90, r.P99, r.MeanSecs, r.Observations, r.Changes,
+		r.Probed, r.ProbeFailed, r.ProbeP50, r.ProbeP90, r.ProbeMax), nil
 }
 
 // change k of the churn, by k modulo 4 on Service k*7919 mod N (a prime stride, so that
@@ -417,8 +444,21 @@ func (s *sliRun) change(ctx context.Context, cs kubernetes.Interface, k int) err
 			replicas++
 		}
 		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
-		_, err := deps.Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-		return err
+		if _, err := deps.Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		was, ok := s.want[i]
+		if s.want == nil {
+			s.want = map[int]int{}
+		}
+		s.want[i] = replicas
+		s.mu.Unlock()
+		// Every fourth scale-up that changes something is probed.
+		if s.probe != nil && k%16 == 0 && (!ok || was == s.replicas) {
+			s.probe.watch(ctx, ns, name, replicas)
+		}
+		return nil
 	case 2:
 		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kube-ipvs.io/sli-roll":%q}}}}}`, strconv.Itoa(k))
 		_, err := deps.Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})

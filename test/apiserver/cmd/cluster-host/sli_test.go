@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -118,5 +119,33 @@ func TestPaced(t *testing.T) {
 	}, func(int) {})
 	if !errors.Is(err, boom) || calls >= 1000 {
 		t.Errorf("after an error: %d calls, %v", calls, err)
+	}
+}
+
+// The probe reads the latest trigger time of the Service's slices once they hold the new
+// number of ready endpoints, and sums its samples up.
+func TestSLIProbeTriggerAndSummary(t *testing.T) {
+	ready := true
+	slice := func(name, trigger string, n int) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "sli-0", Name: name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: "svc-1"}, Annotations: map[string]string{triggerAnnotation: trigger}}}
+		for range n {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+		}
+		return s
+	}
+	cs := fake.NewClientset(slice("a", "2026-12-07T10:00:01Z", 4), slice("b", "2026-12-07T10:00:03Z", 2))
+	p := &sliProbe{cs: cs}
+	got, err := p.trigger(context.Background(), "sli-0", "svc-1", 6)
+	if err != nil || !got.Equal(time.Date(2026, 12, 7, 10, 0, 3, 0, time.UTC)) {
+		t.Errorf("trigger %v, %v; want the later slice's 10:00:03", got, err)
+	}
+	for _, ms := range []int{900, 100, 500, 300, 700, 200, 800, 400, 600, 1000} {
+		p.latencies = append(p.latencies, time.Duration(ms)*time.Millisecond)
+	}
+	p.failures = []string{"x"}
+	n, p50, p90, worst, failures := p.summary()
+	if n != 10 || p50 != 500*time.Millisecond || p90 != 900*time.Millisecond || worst != time.Second || len(failures) != 1 {
+		t.Errorf("summary: %d, p50 %s, p90 %s, worst %s, %d failures", n, p50, p90, worst, len(failures))
 	}
 }

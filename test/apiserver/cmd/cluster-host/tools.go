@@ -60,6 +60,13 @@ func (h *host) ipvsOnNode(ctx context.Context, addr string) (agentReply, error) 
 
 // agent makes one request to cluster-node's agent.
 func (h *host) agent(ctx context.Context, addr string, timeout time.Duration, method, path string, body []byte) (agentReply, error) {
+	var rep agentReply
+	err := h.agentJSON(ctx, addr, timeout, method, path, body, &rep)
+	return rep, err
+}
+
+// agentJSON makes one request to cluster-node's agent and decodes its JSON answer into out.
+func (h *host) agentJSON(ctx context.Context, addr string, timeout time.Duration, method, path string, body []byte, out any) error {
 	client := &http.Client{Timeout: timeout + 10*time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
@@ -68,19 +75,17 @@ func (h *host) agent(ctx context.Context, addr string, timeout time.Duration, me
 	}}
 	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://%s:%d%s", addr, agentPort, path), bytes.NewReader(body))
 	if err != nil {
-		return agentReply{}, err
+		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return agentReply{}, fmt.Errorf("node agent: %w", err)
+		return fmt.Errorf("node agent: %w", err)
 	}
 	defer resp.Body.Close()
-	var rep agentReply
 	if resp.StatusCode != http.StatusOK {
-		return rep, fmt.Errorf("node agent: %s", resp.Status)
+		return fmt.Errorf("node agent: %s", resp.Status)
 	}
-	err = json.NewDecoder(resp.Body).Decode(&rep)
-	return rep, err
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // connect opens a tunnel to addr in the guest through its CONNECT proxy (QEMU's hostfwd).

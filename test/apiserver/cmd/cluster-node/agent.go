@@ -75,5 +75,13 @@ func agent(args []string) error {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(rep)
 	})
+	// POST /ipvs/watch: when given virtual servers reach a number of real servers, looked
+	// up by key (watchIPVS).
+	mux.HandleFunc("POST /ipvs/watch", watchIPVS)
+	// GET /now: the node's clock, to place what the agent stamps on the host's time line.
+	mux.HandleFunc("GET /now", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(AgentReply{End: time.Now()})
+	})
 	return http.ListenAndServe(*listen, mux)
 }
