@@ -74,6 +74,15 @@ type sliResult struct {
 	ProbeP50    float64 `json:"probeP50"`
 	ProbeP90    float64 `json:"probeP90"`
 	ProbeMax    float64 `json:"probeMax"`
+	// What the proxy on the first node cost: its resident set at the churn's end and at
+	// most, its container cgroup's memory peak, its CPU seconds over the churn and in all,
+	// and how long a new proxy Pod took to be Ready with every Service programmed.
+	ProxyRSSMiB        float64 `json:"proxyRSSMiB"`
+	ProxyPeakRSSMiB    float64 `json:"proxyPeakRSSMiB"`
+	ProxyCgroupPeakMiB float64 `json:"proxyCgroupPeakMiB"`
+	ProxyCPUChurnSecs  float64 `json:"proxyCPUChurnSeconds"`
+	ProxyCPUSecs       float64 `json:"proxyCPUSeconds"`
+	RestartReadySecs   float64 `json:"restartReadySeconds"`
 }
 
 // The fake nodes: labelled for the load's nodeSelector, tainted so that nothing else lands
@@ -97,6 +106,7 @@ func (c *checker) sliSteps() []step {
 		{fmt.Sprintf("kwok runs %d fake nodes, all Ready", c.sli.fakeNodes), true, c.sliFakeNodes},
 		{fmt.Sprintf("%d Services, each with %d Pods on the fake nodes, are programmed", c.sli.services, c.sli.replicas), true, c.sliLoad},
 		{fmt.Sprintf("the network programming latency over %s of churn", c.sli.churn), true, c.sliChurn},
+		{"a new proxy Pod is Ready with every Service programmed", false, c.sliRestart},
 	}
 }
 
@@ -374,6 +384,8 @@ func (c *checker) sliChurn(ctx context.Context) (string, error) {
 		return "", err
 	}
 	s.probe = newSLIProbe(c, cs)
+	// The proxy's cost is reported beside the SLI; not reading it fails nothing.
+	costBefore, costErr := c.proxyCost(ctx, c.h.nodes[0])
 	n := &noter{boot: c.boot}
 	total := int(math.Round(s.churnQPS * s.churn.Seconds()))
 	var failed atomic.Int64
@@ -403,7 +415,15 @@ func (c *checker) sliChurn(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	costAfter, err := c.proxyCost(ctx, c.h.nodes[0])
+	if err = errors.Join(costErr, err); err != nil {
+		logf("sli: the proxy's cost not read: %v", err)
+		costBefore, costAfter = proxyCost{}, proxyCost{}
+	}
 	r := &s.result
+	r.ProxyRSSMiB, r.ProxyPeakRSSMiB = float64(costAfter.rssKiB)/1024, float64(costAfter.peakRSSKiB)/1024
+	r.ProxyCgroupPeakMiB = float64(costAfter.cgroupPeak) / (1 << 20)
+	r.ProxyCPUChurnSecs, r.ProxyCPUSecs = costAfter.cpuSecs-costBefore.cpuSecs, costAfter.cpuSecs
 	probed, p50, p90, worst, probeFailures := s.probe.summary()
 	r.Probed, r.ProbeP50, r.ProbeP90, r.ProbeMax = probed, p50.Seconds(), p90.Seconds(), worst.Seconds()
 	r.ProbeFailed = len(probeFailures)
@@ -424,9 +444,11 @@ func (c *checker) sliChurn(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%d of %d changes failed", failed.Load(), total)
 	}
 	return fmt.Sprintf("p50 %.2f s, p90 %.2f s, p99 %.2f s, mean %.2f s over %d observations of %d changes; "+
-		"the kernel probe of %d scale-ups (%d failed): p50 %.2f s, p90 %.2f s, worst %.2f s",
+		"the kernel probe of %d scale-ups (%d failed): p50 %.2f s, p90 %.2f s, worst %.2f s; "+
+		"the proxy: RSS %.0f MiB (peak %.0f), %.0f CPU-s over the churn, %.0f in all",
 		r.P50, r.P90, r.P99, r.MeanSecs, r.Observations, r.Changes,
-		r.Probed, r.ProbeFailed, r.ProbeP50, r.ProbeP90, r.ProbeMax), nil
+		r.Probed, r.ProbeFailed, r.ProbeP50, r.ProbeP90, r.ProbeMax,
+		r.ProxyRSSMiB, r.ProxyPeakRSSMiB, r.ProxyCPUChurnSecs, r.ProxyCPUSecs), nil
 }
 
 // change k of the churn, by k modulo 4 on Service k*7919 mod N (a prime stride, so that

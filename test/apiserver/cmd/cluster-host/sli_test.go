@@ -149,3 +149,13 @@ func TestSLIProbeTriggerAndSummary(t *testing.T) {
 		t.Errorf("summary: %d, p50 %s, p90 %s, worst %s, %d failures", n, p50, p90, worst, len(failures))
 	}
 }
+
+func TestParseProxyCost(t *testing.T) {
+	pc, err := parseProxyCost("rss 102400\nhwm 153600\nusage_usec 12500000\npeak 209715200\n")
+	if err != nil || pc.rssKiB != 102400 || pc.peakRSSKiB != 153600 || pc.cpuSecs != 12.5 || pc.cgroupPeak != 209715200 {
+		t.Errorf("%+v, %v", pc, err)
+	}
+	if _, err := parseProxyCost("rss 1\nhwm 2\n"); err == nil {
+		t.Error("a partial answer was accepted")
+	}
+}
