@@ -139,12 +139,12 @@ func (r *Reconciler) BeginCheck(desired iter.Seq[model.VSKey]) (*Check, error) {
 func (r *Reconciler) BeginWholeCheck(desired map[model.VSKey]*model.VirtualServer) (*Check, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	began := r.now()
-	applied, shared, err := r.dump(desired)
+	applied, shared, took, err := r.dump(desired)
 	if err != nil {
 		return nil, fmt.Errorf("repair: %w", err)
 	}
-	r.noteListing(began, r.now())
+	end := r.now()
+	r.noteListing(end.Add(-took), end)
 	r.applied, r.shared = applied, shared
 	clear(r.touched)
 	c := &Check{r: r, began: r.gen, whole: true, keys: make([]model.VSKey, 0, len(applied)+len(desired)/8)}
@@ -162,8 +162,12 @@ func (r *Reconciler) BeginWholeCheck(desired map[model.VSKey]*model.VirtualServe
 // dump reads the kernel's virtual servers as the new cache (read.go's whole read, or with a
 // predecessor's handover only what it does not hold). One that matches its desired state
 // exactly is cached as the desired object itself when sharing (see ShareDesired), and
-// copied otherwise: a full resync of a large, healthy table then builds nothing.
-func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[model.VSKey]*model.VirtualServer, map[model.VSKey]bool, error) {
+// copied otherwise: a full resync of a large, healthy table then builds nothing. took is
+// how long its last listing of the virtual servers took (listing.go: the dump's reads by
+// key are not what the listings are spaced out for).
+func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (_ map[model.VSKey]*model.VirtualServer, _ map[model.VSKey]bool, took time.Duration, err error) {
+	k := &timedLister{Kernel: r.k, now: r.now}
+	defer func() { took = k.took }()
 	shared := map[model.VSKey]bool{}
 	var applied map[model.VSKey]*model.VirtualServer
 	keep := func(vs *model.VirtualServer) {
@@ -179,10 +183,10 @@ func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[mod
 	if h := r.handover; h != nil {
 		r.handover = nil // once
 		applied = make(map[model.VSKey]*model.VirtualServer, len(h))
-		read, err := eachWithHandover(r.k, h, keep)
+		read, err := eachWithHandover(k, h, keep)
 		r.handoverRead = read
 		if err == nil {
-			return applied, shared, nil
+			return applied, shared, 0, nil
 		}
 		clear(shared) // read the kernel whole instead
 	}
@@ -190,10 +194,24 @@ func (r *Reconciler) dump(desired map[model.VSKey]*model.VirtualServer) (map[mod
 		applied = make(map[model.VSKey]*model.VirtualServer, len(r.applied))
 		clear(shared)
 	}
-	if err := EachVirtualServer(r.k, start, keep); err != nil {
-		return nil, nil, err
+	if err := EachVirtualServer(k, start, keep); err != nil {
+		return nil, nil, 0, err
 	}
-	return applied, shared, nil
+	return applied, shared, 0, nil
+}
+
+// timedLister is a Kernel whose ListServices is timed by now: took is the last one's length.
+type timedLister struct {
+	Kernel
+	now  func() time.Time
+	took time.Duration
+}
+
+func (t *timedLister) ListServices() (map[model.VSKey]model.VSSpec, error) {
+	began := t.now()
+	m, err := t.Kernel.ListServices()
+	t.took = t.now().Sub(began)
+	return m, err
 }
 
 // ListsTable reports whether the check lists the whole table, and so can find strays (see

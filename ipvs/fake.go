@@ -12,7 +12,8 @@ import (
 )
 
 // FakeKernel is an in-memory Kernel for tests. It answers as the kernel does (errors for
-// duplicates and missing objects, HASHED added to every service's flags), logs every call as
+// duplicates and missing objects, HASHED added to every service's flags, though its reads
+// report only FlagsWeManage, as the kernel client's do), logs every call as
 // one line (TakeOps returns them), and can be told to fail.
 type FakeKernel struct {
 	oplog.Log
@@ -52,7 +53,7 @@ func (f *FakeKernel) ServiceSpec(key model.VSKey) (model.VSSpec, bool, error) {
 	if !ok {
 		return model.VSSpec{}, false, nil
 	}
-	return vs.Spec, true, nil
+	return normalizedSpec(vs.Spec), true, nil
 }
 
 // SetConnections sets the connection count Connections reports for a real server.
@@ -76,7 +77,7 @@ func (f *FakeKernel) Connections(key model.VSKey) (map[model.RSKey]uint32, error
 	}
 	vs, ok := f.vses[key]
 	if !ok {
-		return nil, fmt.Errorf("connections of %s: %w", key, ErrNotFound)
+		return map[model.RSKey]uint32{}, nil // as the kernel: a dump of nothing
 	}
 	out := make(map[model.RSKey]uint32, len(vs.Reals))
 	for rs := range vs.Reals {
@@ -143,7 +144,7 @@ func (f *FakeKernel) ListServices() (map[model.VSKey]model.VSSpec, error) {
 	}
 	out := make(map[model.VSKey]model.VSSpec, len(f.vses))
 	for k, vs := range f.vses {
-		out[k] = vs.Spec
+		out[k] = normalizedSpec(vs.Spec)
 	}
 	return out, nil
 }

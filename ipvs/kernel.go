@@ -17,6 +17,8 @@ import (
 type Kernel interface {
 	// ListServices lists every virtual server the model can express (address, protocol,
 	// port, or firewall mark and family) with its spec, without real servers: one dump.
+	// A spec's flags are those in FlagsWeManage: the kernel's others (HASHED) are not the
+	// reconciler's, here or in ServiceSpec.
 	// It may run while another handle writes the table: a virtual server the dump meets
 	// twice is listed once, and one written meanwhile may be missing or stale (Check
 	// reads those again; ReadAll lists twice and compares).
@@ -61,8 +63,8 @@ type Kernel interface {
 	FlushBatch(failed func(i int, err error)) int
 
 	// Connections reads, for each real server of a virtual server, its active plus inactive
-	// connections (one request; a read, not a write); ErrNotFound if the virtual server is
-	// absent.
+	// connections (one request; a read, not a write): none when the virtual server does not
+	// exist, as RealServers.
 	Connections(vs model.VSKey) (map[model.RSKey]uint32, error)
 }
 

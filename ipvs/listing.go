@@ -24,13 +24,19 @@ import "time"
 // still repaired within one cycle; a stray is found within max(one cycle, the spacing).
 const listingSpacing = 200
 
+// minRationedListing is the shortest listing that is spaced out: one shorter holds the
+// mutex too briefly to delay a change noticeably, so a table that lists so fast is listed by
+// every check.
+const minRationedListing = 10 * time.Millisecond
+
 // listingDue reports whether a check beginning at now lists the whole table (under mu).
 func (r *Reconciler) listingDue(now time.Time) bool {
-	return r.listingAt.IsZero() || now.Sub(r.listingAt) >= listingSpacing*r.listingTook
+	return r.listingAt.IsZero() || r.listingTook < minRationedListing ||
+		now.Sub(r.listingAt) >= listingSpacing*r.listingTook
 }
 
-// noteListing records a listing of the whole table that began and ended at those times
-// (under mu).
+// noteListing records a listing of the whole table (ListServices) that began and ended at
+// those times (under mu).
 func (r *Reconciler) noteListing(began, end time.Time) {
 	r.listingAt, r.listingTook = end, end.Sub(began)
 }

@@ -70,7 +70,7 @@ func TestCheckListsTheTableOnlyAsOftenAsItsLengthAllows(t *testing.T) {
 			r.now = clock.now
 			desired := changes(vs(kA, "rr", "10.0.0.1:80", 1), vs(kB, "rr", "10.0.0.2:53", 1),
 				vs(kC, "rr", "10.0.0.3:443", 1), vs(kD, "rr", "10.0.0.4:80", 1))
-			clock.listingTakes(time.Second / 2) // the resync lists twice: 1 s, and the spacing 200 s
+			clock.listingTakes(time.Second) // the spacing is then 200 s
 			if res := resync(r, maps.Clone(desired), ownAll); res.Err != nil || len(res.Errors) > 0 {
 				t.Fatalf("resync: %v %v", res.Err, res.Errors)
 			}
@@ -119,15 +119,26 @@ func TestCheckListsTheTableOnlyAsOftenAsItsLengthAllows(t *testing.T) {
 			}
 			expectKernel(t, f, desired)
 
-			// A table that lists in 5 ms is listed by a check 1 s later.
-			clock.listingTakes(5 * time.Millisecond)
+			// A table that lists in 20 ms is listed by a check 4 s later, not 3 s later; one
+			// that lists in under 10 ms (minRationedListing) by every check.
+			clock.listingTakes(20 * time.Millisecond)
 			clock.add(200 * time.Second)
 			if listed, ops := runCheck(t, r, f, desired); !listed {
 				t.Fatalf("400 s after a 1 s listing the check did not list the table: %q", ops)
 			}
+			clock.add(3 * time.Second)
+			if listed, ops := runCheck(t, r, f, desired); listed {
+				t.Fatalf("3 s after a 20 ms listing the check listed the table: %q", ops)
+			}
 			clock.add(time.Second)
+			clock.listingTakes(5 * time.Millisecond) // from this listing on
 			if listed, ops := runCheck(t, r, f, desired); !listed {
-				t.Fatalf("1 s after a 5 ms listing the check did not list the table: %q", ops)
+				t.Fatalf("4 s after a 20 ms listing the check did not list the table: %q", ops)
+			}
+			for range 2 {
+				if listed, ops := runCheck(t, r, f, desired); !listed {
+					t.Fatalf("right after a 5 ms listing the check did not list the table: %q", ops)
+				}
 			}
 		})
 	}
