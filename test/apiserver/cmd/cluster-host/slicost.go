@@ -21,8 +21,9 @@ type proxyCost struct {
 
 // proxyCostScript prints VmRSS, VmHWM, the cgroup's usage_usec and memory.peak of the
 // process named $1 in the node's namespaces (the agent runs in them: pidof finds that node's
-// proxy alone).
-const proxyCostScript = `p=$(pidof -s "$1") || exit 3
+// proxy alone; the node's is busybox's, without -s).
+const proxyCostScript = `p=$(pidof "$1") || exit 3
+p=${p%% *}
 c=$(sed -n 's/^0:://p' /proc/$p/cgroup)
 echo rss $(awk '/^VmRSS/{print $2}' /proc/$p/status)
 echo hwm $(awk '/^VmHWM/{print $2}' /proc/$p/status)
