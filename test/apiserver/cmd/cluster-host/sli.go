@@ -83,6 +83,10 @@ type sliResult struct {
 	ProxyCPUChurnSecs  float64 `json:"proxyCPUChurnSeconds"`
 	ProxyCPUSecs       float64 `json:"proxyCPUSeconds"`
 	RestartReadySecs   float64 `json:"restartReadySeconds"`
+	// The API server's restart mid-churn: how long it was away, and how often the proxy
+	// restarted meanwhile (0).
+	APIServerDownSecs float64 `json:"apiServerDownSeconds"`
+	ProxyRestarts     int32   `json:"proxyRestarts"`
 }
 
 // The fake nodes: labelled for the load's nodeSelector, tainted so that nothing else lands
@@ -389,19 +393,31 @@ func (c *checker) sliChurn(ctx context.Context) (string, error) {
 	n := &noter{boot: c.boot}
 	total := int(math.Round(s.churnQPS * s.churn.Seconds()))
 	var failed atomic.Int64
-	err = paced(ctx, total, s.churnQPS, 4, func(k int) error {
-		if err := s.change(ctx, cs, k); err != nil {
-			failed.Add(1)
-			logf("sli: change %d: %v", k, err)
+	// The churn in two halves with a restart of the API server between them: the proxy must
+	// ride it out (its watches break and resume) without restarting itself.
+	half := total / 2
+	for part, r := range [][2]int{{0, half}, {half, total}} {
+		if part == 1 {
+			what, err := c.sliRestartAPIServer(ctx)
+			if err != nil {
+				return "", err
+			}
+			logf("sli: %s", what)
 		}
-		return nil
-	}, func(done int) {
-		if done%100 == 0 {
-			n.note(fmt.Sprintf("%d of %d changes made", done, total))
+		err = paced(ctx, r[1]-r[0], s.churnQPS, 4, func(k int) error {
+			if err := s.change(ctx, cs, r[0]+k); err != nil {
+				failed.Add(1)
+				logf("sli: change %d: %v", r[0]+k, err)
+			}
+			return nil
+		}, func(done int) {
+			if done%100 == 0 {
+				n.note(fmt.Sprintf("%d of %d changes made", r[0]+done, total))
+			}
+		})
+		if err != nil {
+			return "", err
 		}
-	})
-	if err != nil {
-		return "", err
 	}
 	// What the last changes triggered is programmed within seconds; a minute is ample.
 	if err := sleepCtx(ctx, time.Minute); err != nil {
@@ -693,4 +709,59 @@ func (h *host) sliSchedulerArgs() []string {
 		return nil
 	}
 	return []string{"--kube-api-qps=300", "--kube-api-burst=600"}
+}
+
+// sliRestartAPIServer stops the API server and starts it again mid-churn, and says what the
+// proxy did meanwhile: its Pods' restarts before and after (none is what it should do).
+func (c *checker) sliRestartAPIServer(ctx context.Context) (string, error) {
+	before, err := c.proxyRestarts(ctx)
+	if err != nil {
+		return "", err
+	}
+	t := time.Now()
+	if err := c.h.StopAPIServer(); err != nil {
+		return "", err
+	}
+	if err := c.h.StartAPIServer(ctx); err != nil {
+		return "", fmt.Errorf("the API server did not come back: %w", err)
+	}
+	down := time.Since(t)
+	// Time for the proxy's watches to resume, and for a crash to show.
+	if err := sleepCtx(ctx, 20*time.Second); err != nil {
+		return "", err
+	}
+	after, err := c.proxyRestarts(ctx)
+	if err != nil {
+		return "", err
+	}
+	c.sli.result.APIServerDownSecs = down.Seconds()
+	c.sli.result.ProxyRestarts = after - before
+	if after != before {
+		return "", fmt.Errorf("the proxy restarted %d times while the API server restarted", after-before)
+	}
+	return fmt.Sprintf("the API server restarted mid-churn (%s from stop to ready); the proxy kept running (no restart)",
+		down.Round(100*time.Millisecond)), nil
+}
+
+// proxyRestarts sums the restart counts of the proxy's containers on every node.
+func (c *checker) proxyRestarts(ctx context.Context) (int32, error) {
+	sel := proxySelector
+	if c.h.proxy == "kube-proxy" {
+		sel = kubeProxySelector
+	}
+	var n int32
+	err := poll(ctx, time.Minute, 2*time.Second, func() (bool, error) {
+		pods, err := c.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, nil
+		}
+		n = 0
+		for _, p := range pods.Items {
+			for _, st := range p.Status.ContainerStatuses {
+				n += st.RestartCount
+			}
+		}
+		return true, nil
+	})
+	return n, err
 }
