@@ -38,8 +38,8 @@ func runCheckOn(t *testing.T, r *Reconciler, desired map[model.VSKey]*model.Virt
 // servers by key and repairs what ipvsadm did to them (a scheduler changed, a real server
 // deleted, a virtual server deleted), after which traffic reaches both backends again; a
 // stray ipvsadm added on an owned address is left until a check lists the table, which
-// deletes it and leaves a foreign one alone. The kernel reports how long it worked on the
-// listing, which is what spaces the listings.
+// deletes it and leaves a foreign one alone. How long the listing took, which the
+// reconciler measures, is what spaces the listings.
 func TestGuestKeyedCheckRepairsDriftAndTheListingFindsStrays(t *testing.T) {
 	k := newKernel(t)
 	lister, err := NewBackgroundKernel(nil)
@@ -67,7 +67,7 @@ func TestGuestKeyedCheckRepairsDriftAndTheListingFindsStrays(t *testing.T) {
 	expectClean(t, resync(r, desired, owned), 7)
 	next, took := r.NextListing()
 	if took <= 0 || next.IsZero() {
-		t.Fatalf("after the resync's listing: next listing at %v, kernel time %v; want it measured", next, took)
+		t.Fatalf("after the resync's listing: next listing at %v, listing time %v; want it measured", next, took)
 	}
 	t.Logf("the kernel listed %d virtual servers in %v", len(listed(t, k)), took)
 
@@ -126,6 +126,6 @@ func TestGuestKeyedCheckRepairsDriftAndTheListingFindsStrays(t *testing.T) {
 		t.Error("the listing check deleted a foreign virtual server")
 	}
 	if _, took := r.NextListing(); took <= 0 {
-		t.Errorf("the background listing's kernel time is %v, want it measured", took)
+		t.Errorf("the background listing's time is %v, want it measured", took)
 	}
 }
