@@ -185,3 +185,38 @@ func TestNoLocalEndpointsCount(t *testing.T) {
 	h.syncChanged()
 	check(metrics.PolicyExternal, 0)
 }
+
+// An update that hands over a slice whose trigger time the proxy already observed (the
+// informer's relist after a broken watch, or its resync) observes nothing again; one with a
+// new trigger time is observed, as kube-proxy records a trigger time only for a change.
+func TestProgrammingLatencyNotObservedAgainForAnUnchangedTrigger(t *testing.T) {
+	m := metrics.New(metrics.WithoutRuntimeMetrics(), metrics.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
+	h := startHarness(t, fake.NewClientset(), Observers{Metrics: m})
+	ctx := context.Background()
+	h.client.CoreV1().Services("ns").Create(ctx, service("web", "10.96.0.10", nil), metav1.CreateOptions{})
+	h.waitDirty("web")
+	if err := h.c.sync(true); err != nil {
+		t.Fatal(err)
+	}
+	first := triggered(slice("web", "web-1", "10.244.0.1"), time.Now().Add(-2*time.Second))
+	h.client.DiscoveryV1().EndpointSlices("ns").Create(ctx, first, metav1.CreateOptions{})
+	h.waitDirty("web")
+	h.syncChanged()
+	if got := programmedCount(t, m); got != 1 {
+		t.Fatalf("after the slice's creation: %v programming latencies, want 1", got)
+	}
+	// The same slice handed over again, as a relist does: a new object, the same trigger.
+	old := first.DeepCopy()
+	h.c.onSliceUpdate(old, first.DeepCopy())
+	h.syncChanged()
+	if got := programmedCount(t, m); got != 1 {
+		t.Fatalf("an update with the trigger time already observed was observed again: %v, want 1", got)
+	}
+	// A real change carries a new trigger time.
+	h.client.DiscoveryV1().EndpointSlices("ns").Update(ctx, triggered(slice("web", "web-1", "10.244.0.1", "10.244.0.2"), time.Now()), metav1.UpdateOptions{})
+	h.waitDirty("web")
+	h.syncChanged()
+	if got := programmedCount(t, m); got != 2 {
+		t.Fatalf("after a change with a new trigger time: %v programming latencies, want 2", got)
+	}
+}

@@ -87,7 +87,7 @@ func (c *Controller) noteServiceChange(svc model.ServiceName) {
 // in the kernel. As kube-proxy does, a deleted slice drops its Service's waiting trigger
 // times (its annotation is the time of its last update, not of the deletion), and FQDN
 // slices, which no proxy programs, have none.
-func (c *Controller) noteSliceChange(s *discoveryv1.EndpointSlice, svc model.ServiceName, deleted bool) {
+func (c *Controller) noteSliceChange(s *discoveryv1.EndpointSlice, svc model.ServiceName, deleted, newTrigger bool) {
 	if c.obs.Metrics == nil {
 		return
 	}
@@ -106,7 +106,7 @@ func (c *Controller) noteSliceChange(s *discoveryv1.EndpointSlice, svc model.Ser
 	case discoveryv1.AddressTypeIPv6:
 		family = metrics.IPv6
 	}
-	if t := s.Annotations[metrics.AnnotationLastChangeTriggerTime]; t != "" && family != "" {
+	if t := s.Annotations[metrics.AnnotationLastChangeTriggerTime]; t != "" && family != "" && newTrigger {
 		c.triggers[svc] = append(c.triggers[svc], trigger{at: t, family: family})
 	}
 }

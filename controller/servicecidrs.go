@@ -50,7 +50,7 @@ func (s *sources) watchServiceCIDRs(lw cache.ListerWatcher, resync time.Duration
 	}
 	s.informers = append(s.informers, inf)
 	s.serviceCIDRs = networkinglisters.NewServiceCIDRLister(inf.GetIndexer())
-	s.cidrsSynced, err = informerHandler{inf, c.onServiceCIDR}.register()
+	s.cidrsSynced, err = informerHandler{inf: inf, fn: c.onServiceCIDR}.register()
 	return err
 }
 

@@ -39,6 +39,8 @@ const sliceByService = "service"
 type informerHandler struct {
 	inf cache.SharedIndexInformer
 	fn  func(obj any)
+	// update, when set, takes updates (old and new) in place of fn.
+	update func(old, obj any)
 }
 
 // newInformer is an informer over lw, resynced every resync (--config-sync-period; 0:
@@ -73,9 +75,9 @@ func newSources(lws ListerWatchers, nodeName string, resync time.Duration, c *Co
 	s.informers = []cache.SharedIndexInformer{s.svcInf, s.sliceInf, nodeInf}
 
 	handlers := []informerHandler{
-		{s.svcInf, c.onService},
-		{s.sliceInf, c.onSlice},
-		{nodeInf, c.onNode},
+		{inf: s.svcInf, fn: c.onService},
+		{inf: s.sliceInf, fn: c.onSlice, update: c.onSliceUpdate},
+		{inf: nodeInf, fn: c.onNode},
 	}
 	for _, h := range handlers {
 		synced, err := h.register()
@@ -94,9 +96,13 @@ func newSources(lws ListerWatchers, nodeName string, resync time.Duration, c *Co
 // late make a second sync recompute up to every Service for nothing.
 func (h informerHandler) register() ([]cache.InformerSynced, error) {
 	fn := h.fn
+	update := h.update
+	if update == nil {
+		update = func(_, obj any) { fn(obj) }
+	}
 	reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    fn,
-		UpdateFunc: func(_, obj any) { fn(obj) },
+		UpdateFunc: update,
 		DeleteFunc: fn,
 	})
 	if err != nil {
@@ -196,7 +202,22 @@ func (c *Controller) onService(obj any) {
 	}
 }
 
-func (c *Controller) onSlice(obj any) {
+func (c *Controller) onSlice(obj any) { c.sliceEvent(obj, true) }
+
+// onSliceUpdate is onSlice for an update, whose trigger time counts only if it is new: an
+// update that carries the trigger time the proxy already had (the informer's relist after a
+// broken watch, or its periodic resync, hands every slice over again) is no new change to
+// observe, as kube-proxy records a trigger time only for a slice that changed.
+func (c *Controller) onSliceUpdate(old, obj any) {
+	o, ok1 := old.(*discoveryv1.EndpointSlice)
+	n, ok2 := obj.(*discoveryv1.EndpointSlice)
+	fresh := !ok1 || !ok2 || o.Annotations[metrics.AnnotationLastChangeTriggerTime] != n.Annotations[metrics.AnnotationLastChangeTriggerTime]
+	c.sliceEvent(obj, fresh)
+}
+
+// sliceEvent marks a slice's Service dirty; with newTrigger, its trigger time waits to be
+// observed once programmed.
+func (c *Controller) sliceEvent(obj any, newTrigger bool) {
 	deleted := false
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, deleted = d.Obj, true
@@ -209,7 +230,7 @@ func (c *Controller) onSlice(obj any) {
 				_, exists, err := c.src.slices.Get(s)
 				deleted = err == nil && !exists
 			}
-			c.noteSliceChange(s, name, deleted)
+			c.noteSliceChange(s, name, deleted, newTrigger)
 			c.markDirty(name, metrics.ChangeEndpoint)
 		}
 	}
