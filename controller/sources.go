@@ -204,15 +204,16 @@ func (c *Controller) onService(obj any) {
 
 func (c *Controller) onSlice(obj any) { c.sliceEvent(obj, true) }
 
-// onSliceUpdate is onSlice for an update, whose trigger time counts only if it is new: an
-// update that carries the trigger time the proxy already had (the informer's relist after a
-// broken watch, or its periodic resync, hands every slice over again) is no new change to
-// observe, as kube-proxy records a trigger time only for a slice that changed.
+// onSliceUpdate is onSlice for an update, whose trigger time counts only if the slice
+// changed: the informer's relist after a broken watch, or its periodic resync, hands every
+// slice over again, unchanged (the same resourceVersion and trigger time), and that is no
+// change to observe, as kube-proxy records a trigger time only for a slice that changed.
 func (c *Controller) onSliceUpdate(old, obj any) {
 	o, ok1 := old.(*discoveryv1.EndpointSlice)
 	n, ok2 := obj.(*discoveryv1.EndpointSlice)
-	fresh := !ok1 || !ok2 || o.Annotations[metrics.AnnotationLastChangeTriggerTime] != n.Annotations[metrics.AnnotationLastChangeTriggerTime]
-	c.sliceEvent(obj, fresh)
+	changed := !ok1 || !ok2 || o.ResourceVersion != n.ResourceVersion ||
+		o.Annotations[metrics.AnnotationLastChangeTriggerTime] != n.Annotations[metrics.AnnotationLastChangeTriggerTime]
+	c.sliceEvent(obj, changed)
 }
 
 // sliceEvent marks a slice's Service dirty; with newTrigger, its trigger time waits to be
