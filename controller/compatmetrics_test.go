@@ -62,6 +62,20 @@ func programmedCount(t *testing.T, m *metrics.Metrics) float64 {
 	return n
 }
 
+// programmedWeb starts a controller whose metrics began an hour ago, with Service ns/web
+// created and synced.
+func programmedWeb(t *testing.T) (*metrics.Metrics, *harness) {
+	t.Helper()
+	m := metrics.New(metrics.WithoutRuntimeMetrics(), metrics.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
+	h := startHarness(t, fake.NewClientset(), Observers{Metrics: m})
+	h.client.CoreV1().Services("ns").Create(context.Background(), service("web", "10.96.0.10", nil), metav1.CreateOptions{})
+	h.waitDirty("web")
+	if err := h.c.sync(true); err != nil {
+		t.Fatal(err)
+	}
+	return m, h
+}
+
 func triggered(s *discoveryv1.EndpointSlice, at time.Time) *discoveryv1.EndpointSlice {
 	s.Annotations = map[string]string{metrics.AnnotationLastChangeTriggerTime: at.UTC().Format(time.RFC3339Nano)}
 	return s
@@ -72,14 +86,8 @@ func triggered(s *discoveryv1.EndpointSlice, at time.Time) *discoveryv1.Endpoint
 // a whole, observes nothing, and the change is observed once, by the sync that succeeds.
 // The change counters and the pending gauges follow kube-proxy's.
 func TestProgrammingLatencyOnlyForProgrammedChanges(t *testing.T) {
-	m := metrics.New(metrics.WithoutRuntimeMetrics(), metrics.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
-	h := startHarness(t, fake.NewClientset(), Observers{Metrics: m})
+	m, h := programmedWeb(t)
 	ctx := context.Background()
-	h.client.CoreV1().Services("ns").Create(ctx, service("web", "10.96.0.10", nil), metav1.CreateOptions{})
-	h.waitDirty("web")
-	if err := h.c.sync(true); err != nil {
-		t.Fatal(err)
-	}
 	if got, _ := series(t, m, "kubeproxy_sync_proxy_rules_service_changes_total", nil); got != 1 {
 		t.Errorf("service changes %v, want 1", got)
 	}
@@ -190,14 +198,8 @@ func TestNoLocalEndpointsCount(t *testing.T) {
 // informer's relist after a broken watch, or its resync) observes nothing again; one with a
 // new trigger time is observed, as kube-proxy records a trigger time only for a change.
 func TestProgrammingLatencyNotObservedAgainForAnUnchangedTrigger(t *testing.T) {
-	m := metrics.New(metrics.WithoutRuntimeMetrics(), metrics.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
-	h := startHarness(t, fake.NewClientset(), Observers{Metrics: m})
+	m, h := programmedWeb(t)
 	ctx := context.Background()
-	h.client.CoreV1().Services("ns").Create(ctx, service("web", "10.96.0.10", nil), metav1.CreateOptions{})
-	h.waitDirty("web")
-	if err := h.c.sync(true); err != nil {
-		t.Fatal(err)
-	}
 	first := triggered(slice("web", "web-1", "10.244.0.1"), time.Now().Add(-2*time.Second))
 	h.client.DiscoveryV1().EndpointSlices("ns").Create(ctx, first, metav1.CreateOptions{})
 	h.waitDirty("web")
