@@ -142,7 +142,12 @@ func TestInformerCacheDropsWhatTheProxyNeverReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitDirty("m")
+	// The slice's event may mark m dirty before the Service's own event reached the cache.
 	got, err := h.c.src.services.Services("ns").Get("m")
+	for deadline := time.Now().Add(5 * time.Second); err != nil && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		got, err = h.c.src.services.Services("ns").Get("m")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
